@@ -2,9 +2,11 @@
 //! Parsing of device-mapper table and message arguments.
 //!
 //! dm hands a target its table line already split into words. These helpers
-//! turn words into numbers with the same acceptance rules as the kernel's
-//! `kstrto*`/`sscanf` usage in dm-thin: plain unsigned decimal, no sign, no
-//! trailing garbage, no overflow.
+//! turn words into numbers. [`parse_u64`]/[`parse_u32`] are strict (plain
+//! unsigned decimal, no sign, no trailing garbage, no overflow);
+//! [`parse_kstrtoull`] and [`parse_dm_arg_u32`] reproduce exactly what the
+//! kernel's `kstrtoull()` and DM core's `dm_read_arg()` (`sscanf "%u%c"`)
+//! accept, for the interface code that must match dm-thin word for word.
 
 /// Why an argument could not be parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +42,64 @@ pub fn parse_u64(word: &[u8]) -> Result<u64, ArgError> {
 /// Parses an unsigned decimal number that must fit in 32 bits.
 pub fn parse_u32(word: &[u8]) -> Result<u32, ArgError> {
     u32::try_from(parse_u64(word)?).map_err(|_| ArgError::Overflow)
+}
+
+/// Parses a number with the kernel's `kstrtoull(word, 10, ..)` rules, which
+/// dm-thin uses for block sizes, low water marks, device ids and transaction
+/// ids: an optional leading `+`, at least one decimal digit, an optional single
+/// trailing `\n`, nothing else; values above `u64::MAX` are rejected.
+pub fn parse_kstrtoull(word: &[u8]) -> Result<u64, ArgError> {
+    let digits = match word {
+        [b'+', rest @ ..] => rest,
+        _ => word,
+    };
+    let digits = match digits {
+        [rest @ .., b'\n'] => rest,
+        _ => digits,
+    };
+    if digits.is_empty() {
+        return Err(if word.is_empty() {
+            ArgError::Empty
+        } else {
+            ArgError::NotANumber
+        });
+    }
+    parse_u64(digits)
+}
+
+/// True for the bytes the kernel's `isspace()` accepts (`\t`..`\r`, space and
+/// Latin-1 NBSP 0xa0).
+pub fn is_kernel_space(c: u8) -> bool {
+    matches!(c, 9..=13 | b' ' | 0xa0)
+}
+
+/// Parses a word the way DM core's `dm_read_arg`/`dm_read_arg_group` do
+/// (`sscanf(word, "%u%c", ..) == 1`): leading kernel white space is skipped,
+/// then at least one digit and nothing after the digits. Like the kernel, a
+/// value that does not fit 32 bits is silently truncated to its low 32 bits
+/// (an overflowing 64-bit value saturates first), so callers must range-check.
+pub fn parse_dm_arg_u32(word: &[u8]) -> Result<u32, ArgError> {
+    let start = word
+        .iter()
+        .position(|&c| !is_kernel_space(c))
+        .ok_or(if word.is_empty() {
+            ArgError::Empty
+        } else {
+            ArgError::NotANumber
+        })?;
+    let digits = word.get(start..).unwrap_or(&[]);
+    let mut value: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return Err(ArgError::NotANumber);
+        }
+        value = value
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(c - b'0')))
+            .unwrap_or(u64::MAX);
+    }
+    // Truncation to `unsigned int` is what the kernel's sscanf does.
+    Ok(value as u32)
 }
 
 /// A cursor over the words of a table line or message, consumed front to back.
@@ -107,6 +167,39 @@ pub mod selftest {
             && c.remaining() == 0
             && c.next_word() == Err(ArgError::Missing)
     }
+
+    /// `kstrtoull` rules: optional `+`, one optional trailing newline.
+    pub fn kstrtoull_rules() -> bool {
+        parse_kstrtoull(b"+5") == Ok(5)
+            && parse_kstrtoull(b"5\n") == Ok(5)
+            && parse_kstrtoull(b"+007\n") == Ok(7)
+            && parse_kstrtoull(b"18446744073709551615") == Ok(u64::MAX)
+            && parse_kstrtoull(b"18446744073709551616") == Err(ArgError::Overflow)
+            && parse_kstrtoull(b"") == Err(ArgError::Empty)
+            && parse_kstrtoull(b"+") == Err(ArgError::NotANumber)
+            && parse_kstrtoull(b"\n") == Err(ArgError::NotANumber)
+            && parse_kstrtoull(b"++5").is_err()
+            && parse_kstrtoull(b"-1").is_err()
+            && parse_kstrtoull(b"5\n\n").is_err()
+            && parse_kstrtoull(b"0x10").is_err()
+            && parse_kstrtoull(b" 5").is_err()
+            && parse_kstrtoull(b"1k").is_err()
+    }
+
+    /// `sscanf("%u%c")` rules used for dm feature-group counts.
+    pub fn dm_arg_rules() -> bool {
+        parse_dm_arg_u32(b"4") == Ok(4)
+            && parse_dm_arg_u32(b" \t4") == Ok(4)
+            && parse_dm_arg_u32(b"4 ").is_err()
+            && parse_dm_arg_u32(b"4\n").is_err()
+            && parse_dm_arg_u32(b"+4").is_err()
+            && parse_dm_arg_u32(b"-4").is_err()
+            && parse_dm_arg_u32(b"").is_err()
+            && parse_dm_arg_u32(b"  ").is_err()
+            && parse_dm_arg_u32(b"4294967296") == Ok(0)
+            && parse_dm_arg_u32(b"4294967297") == Ok(1)
+            && parse_dm_arg_u32(b"99999999999999999999999") == Ok(u32::MAX)
+    }
 }
 
 #[cfg(test)]
@@ -121,5 +214,15 @@ mod tests {
     #[test]
     fn cursor_walks_words() {
         assert!(selftest::cursor_walks_words());
+    }
+
+    #[test]
+    fn kstrtoull_rules() {
+        assert!(selftest::kstrtoull_rules());
+    }
+
+    #[test]
+    fn dm_arg_rules() {
+        assert!(selftest::dm_arg_rules());
     }
 }
