@@ -17,3 +17,6 @@
 extern crate std;
 
 pub mod args;
+pub mod dm_errno;
+pub mod dm_pool_mode;
+pub mod dm_status_buf;
