@@ -1,0 +1,660 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The pool target's constructor arguments and table line (spec §1.2, §1.6).
+//!
+//! ```text
+//! <metadata dev> <data dev> <data block size> <low water mark> [<#features> <feature>*]
+//! ```
+//!
+//! [`PoolTable::parse`] runs every check dm-thin's `pool_ctr` makes without
+//! touching a device, in the kernel's order, and reports failures as a
+//! [`PoolTableError`] whose [`PoolTableError::message`] is the exact
+//! `ti->error` text. Two checks (block size, low water mark) come *after* the
+//! devices are opened in dm-thin; see [`PoolTableError::after_device_open`]
+//! for how the glue keeps the kernel's error precedence.
+//!
+//! [`write_pool_table`] formats the `STATUSTYPE_TABLE` line byte for byte.
+
+use core::fmt;
+
+use crate::args::{parse_dm_arg_u32, parse_kstrtoull};
+use crate::dm_errno::EINVAL;
+use crate::dm_pool_mode::PoolMode;
+use crate::dm_status_buf::DevNum;
+
+/// Smallest data block size, in sectors (64 KiB).
+pub const DATA_BLOCK_SIZE_MIN_SECTORS: u32 = 128;
+/// Largest data block size, in sectors (1 GiB).
+pub const DATA_BLOCK_SIZE_MAX_SECTORS: u32 = 2_097_152;
+/// Most feature arguments a table may carry.
+pub const MAX_FEATURE_ARGS: u32 = 4;
+/// Metadata block size in sectors (4 KiB).
+pub const METADATA_BLOCK_SECTORS: u64 = 8;
+/// Metadata beyond this many sectors is never used (255 × 16320 blocks).
+pub const METADATA_MAX_SECTORS: u64 = 33_292_800;
+/// A metadata device larger than this (16 GiB) draws a warning at ctr.
+pub const METADATA_MAX_SECTORS_WARNING: u64 = 33_554_432;
+
+/// `ti->error` texts the glue sets itself for the steps that need devices or
+/// memory (Appendix B), so every pool ctr string lives in one place.
+pub mod glue_errors {
+    /// Opening the metadata device failed.
+    pub const OPEN_METADATA: &str = "Error opening metadata block device";
+    /// Opening the data device failed.
+    pub const OPEN_DATA: &str = "Error getting data device";
+    /// Opening/formatting the metadata failed.
+    pub const CREATE_METADATA: &str = "Error creating metadata object";
+    /// The metadata device belongs to another pool's DM device (EBUSY).
+    pub const METADATA_IN_USE: &str = "metadata device already in use by a pool";
+    /// Same DM device and metadata, other data device (EBUSY).
+    pub const DATA_IN_USE: &str = "data device already in use by a pool";
+    /// Same DM device, other metadata or data device (EINVAL).
+    pub const DIFFERENT_POOL: &str = "different pool cannot replace a pool";
+    /// Reload changing `ignore_discard` (EINVAL).
+    pub const DISCARD_CHANGED: &str = "Discard support cannot be disabled once enabled";
+    /// Registering the metadata low-water threshold failed.
+    pub const THRESHOLD: &str = "Error registering metadata threshold";
+    /// Allocating the pool object failed.
+    pub const ALLOC_POOL: &str = "Error allocating memory for pool";
+}
+
+/// The feature words of a pool table; defaults are dm-thin's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolFeatures {
+    /// Zero newly provisioned blocks (cleared by `skip_block_zeroing`).
+    pub zero_new_blocks: bool,
+    /// Discard support (cleared by `ignore_discard`).
+    pub discard_enabled: bool,
+    /// Pass discards down to the data device (cleared by `no_discard_passdown`).
+    pub discard_passdown: bool,
+    /// Start in read-only mode (`read_only`).
+    pub read_only: bool,
+    /// Error instead of queueing when out of data space (`error_if_no_space`).
+    pub error_if_no_space: bool,
+}
+
+impl Default for PoolFeatures {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// Feature keywords in the order the table line prints them.
+const FEATURE_NAMES: [&str; 5] = [
+    "skip_block_zeroing",
+    "ignore_discard",
+    "no_discard_passdown",
+    "read_only",
+    "error_if_no_space",
+];
+
+impl PoolFeatures {
+    /// No feature words: zeroing, discard and passdown on, read-write, queue.
+    pub const DEFAULT: Self = Self {
+        zero_new_blocks: true,
+        discard_enabled: true,
+        discard_passdown: true,
+        read_only: false,
+        error_if_no_space: false,
+    };
+
+    /// Applies one feature word (case-insensitive). Returns false for an
+    /// unknown word.
+    pub fn apply(&mut self, word: &[u8]) -> bool {
+        let Some(idx) = FEATURE_NAMES
+            .iter()
+            .position(|n| n.as_bytes().eq_ignore_ascii_case(word))
+        else {
+            return false;
+        };
+        match idx {
+            0 => self.zero_new_blocks = false,
+            1 => self.discard_enabled = false,
+            2 => self.discard_passdown = false,
+            3 => self.read_only = true,
+            _ => self.error_if_no_space = true,
+        }
+        true
+    }
+
+    fn flags(&self) -> [bool; 5] {
+        [
+            !self.zero_new_blocks,
+            !self.discard_enabled,
+            !self.discard_passdown,
+            self.read_only,
+            self.error_if_no_space,
+        ]
+    }
+
+    /// Number of non-default features (the count the table line prints;
+    /// duplicates in the input are counted once).
+    pub fn count(&self) -> u32 {
+        self.flags().iter().map(|&f| u32::from(f)).sum()
+    }
+
+    /// Writes `"<count> "` and each non-default feature followed by a space, in
+    /// the canonical order `skip_block_zeroing ignore_discard
+    /// no_discard_passdown read_only error_if_no_space`.
+    pub fn write_table_flags<W: fmt::Write + ?Sized>(&self, w: &mut W) -> fmt::Result {
+        write!(w, "{} ", self.count())?;
+        for (name, set) in FEATURE_NAMES.iter().zip(self.flags()) {
+            if set {
+                w.write_str(name)?;
+                w.write_str(" ")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The mode this table requests when first bound.
+    pub fn requested_mode(&self) -> PoolMode {
+        if self.read_only {
+            PoolMode::ReadOnly
+        } else {
+            PoolMode::Write
+        }
+    }
+
+    /// True if discards are forwarded to the data device by the pool target
+    /// (sets `num_discard_bios = 1`, `discards_supported`,
+    /// `max_discard_granularity` at ctr).
+    pub fn passes_discards(&self) -> bool {
+        self.discard_enabled && self.discard_passdown
+    }
+}
+
+/// A pool constructor error; [`PoolTableError::message`] is dm-thin's exact
+/// `ti->error` and [`PoolTableError::errno`] the return value (all EINVAL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolTableError {
+    /// Fewer than four words.
+    InvalidArgumentCount,
+    /// Metadata and data device words are the same string.
+    SameDevice,
+    /// Feature count not a number, above 4, or more than the words left.
+    InvalidFeatureCount,
+    /// A feature word is not one of the five keywords.
+    UnrecognisedFeature,
+    /// Block size not a number, 0, out of 128..=2097152 or not a multiple of 128.
+    InvalidBlockSize,
+    /// Low water mark not a u64.
+    InvalidLowWaterMark,
+}
+
+impl PoolTableError {
+    /// The exact `ti->error` string.
+    pub fn message(self) -> &'static str {
+        match self {
+            Self::InvalidArgumentCount => "Invalid argument count",
+            Self::SameDevice => "Error setting metadata or data device",
+            Self::InvalidFeatureCount => "Invalid number of pool feature arguments",
+            Self::UnrecognisedFeature => "Unrecognised pool feature requested",
+            Self::InvalidBlockSize => "Invalid block size",
+            Self::InvalidLowWaterMark => "Invalid low water mark",
+        }
+    }
+
+    /// The (positive) errno; the ctr returns its negation.
+    pub fn errno(self) -> i32 {
+        EINVAL
+    }
+
+    /// dm-thin makes this check only after opening the metadata and data
+    /// devices. The glue must therefore open them first when it gets such an
+    /// error, and report an open failure instead if one happens; errors for
+    /// which this is false are reported before any device is touched.
+    pub fn after_device_open(self) -> bool {
+        matches!(self, Self::InvalidBlockSize | Self::InvalidLowWaterMark)
+    }
+}
+
+impl fmt::Display for PoolTableError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+/// A parsed pool constructor line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolTable<'a> {
+    /// The metadata device word, as given (path or `maj:min`).
+    pub metadata_dev: &'a [u8],
+    /// The data device word, as given.
+    pub data_dev: &'a [u8],
+    /// Data block size in sectors (validated).
+    pub block_size: u32,
+    /// Low water mark in data blocks.
+    pub low_water_blocks: u64,
+    /// Requested features.
+    pub features: PoolFeatures,
+    /// Words after the feature group, silently ignored like dm-thin does.
+    pub ignored_words: usize,
+}
+
+/// Validates a data block size word (`kstrtoul` then range/alignment).
+pub fn parse_block_size(word: &[u8]) -> Result<u32, PoolTableError> {
+    let v = parse_kstrtoull(word).map_err(|_| PoolTableError::InvalidBlockSize)?;
+    let min = u64::from(DATA_BLOCK_SIZE_MIN_SECTORS);
+    if v == 0 || v < min || v > u64::from(DATA_BLOCK_SIZE_MAX_SECTORS) || v % min != 0 {
+        return Err(PoolTableError::InvalidBlockSize);
+    }
+    u32::try_from(v).map_err(|_| PoolTableError::InvalidBlockSize)
+}
+
+impl<'a> PoolTable<'a> {
+    /// Parses the constructor words (without `<start> <len> thin-pool`),
+    /// checking in dm-thin's order: word count, identical device strings,
+    /// feature group, block size, low water mark.
+    pub fn parse<W: AsRef<[u8]>>(words: &'a [W]) -> Result<Self, PoolTableError> {
+        let (metadata_dev, data_dev, bs_word, lwm_word, rest) = match words {
+            [m, d, b, l, rest @ ..] => (m.as_ref(), d.as_ref(), b.as_ref(), l.as_ref(), rest),
+            _ => return Err(PoolTableError::InvalidArgumentCount),
+        };
+        if metadata_dev == data_dev {
+            return Err(PoolTableError::SameDevice);
+        }
+        let mut features = PoolFeatures::DEFAULT;
+        let mut ignored_words = 0;
+        if let Some((count_word, rest)) = rest.split_first() {
+            let count = parse_dm_arg_u32(count_word.as_ref())
+                .ok()
+                .filter(|&n| n <= MAX_FEATURE_ARGS)
+                .and_then(|n| usize::try_from(n).ok())
+                .filter(|&n| n <= rest.len())
+                .ok_or(PoolTableError::InvalidFeatureCount)?;
+            let (feature_words, tail) = rest.split_at(count);
+            for word in feature_words {
+                if !features.apply(word.as_ref()) {
+                    return Err(PoolTableError::UnrecognisedFeature);
+                }
+            }
+            ignored_words = tail.len();
+        }
+        let block_size = parse_block_size(bs_word)?;
+        let low_water_blocks =
+            parse_kstrtoull(lwm_word).map_err(|_| PoolTableError::InvalidLowWaterMark)?;
+        Ok(Self {
+            metadata_dev,
+            data_dev,
+            block_size,
+            low_water_blocks,
+            features,
+            ignored_words,
+        })
+    }
+}
+
+/// Everything the pool's `STATUSTYPE_TABLE` line shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolTableLine {
+    /// Metadata device number.
+    pub metadata_dev: DevNum,
+    /// Data device number.
+    pub data_dev: DevNum,
+    /// The **live pool object's** block size (a reload with a different size
+    /// keeps the old one: [QUIRK] 1).
+    pub block_size: u32,
+    /// This table's low water mark.
+    pub low_water_blocks: u64,
+    /// This table's **requested** features (not the adjusted/live ones).
+    pub requested: PoolFeatures,
+}
+
+/// Writes the table line:
+/// `<meta maj:min> <data maj:min> <block size> <low water mark> <n> [<feature> ]*`
+/// — every field, including the last feature, followed by one space.
+pub fn write_pool_table<W: fmt::Write + ?Sized>(w: &mut W, t: &PoolTableLine) -> fmt::Result {
+    write!(
+        w,
+        "{} {} {} {} ",
+        t.metadata_dev, t.data_dev, t.block_size, t.low_water_blocks
+    )?;
+    t.requested.write_table_flags(w)
+}
+
+/// Number of data blocks for a pool target of `target_sectors` sectors
+/// (`floor(len / block size)`); 0 for a zero block size.
+pub fn nr_data_blocks(target_sectors: u64, block_size: u32) -> u64 {
+    target_sectors
+        .checked_div(u64::from(block_size))
+        .unwrap_or(0)
+}
+
+/// Usable metadata size in 4 KiB blocks for a metadata device of
+/// `dev_sectors` sectors (capped at [`METADATA_MAX_SECTORS`]).
+pub fn metadata_dev_blocks(dev_sectors: u64) -> u64 {
+    dev_sectors.min(METADATA_MAX_SECTORS) / METADATA_BLOCK_SECTORS
+}
+
+/// The metadata low-water threshold (status field 9) for a metadata device of
+/// `dev_blocks` usable blocks: `min(1024, dev_blocks / 4)`.
+pub fn metadata_low_water_threshold(dev_blocks: u64) -> u64 {
+    (dev_blocks / 4).min(1024)
+}
+
+/// Scenarios shared by the host tests and the module's KUnit suite.
+#[cfg(any(test, feature = "selftest"))]
+pub mod selftest {
+    use super::*;
+    use crate::dm_status_buf::StatusBuf;
+
+    /// A plain four-word table parses with default features.
+    pub fn parses_minimal() -> bool {
+        let words: [&[u8]; 4] = [b"/dev/meta", b"/dev/data", b"128", b"0"];
+        matches!(PoolTable::parse(&words), Ok(t)
+            if t.metadata_dev == b"/dev/meta" && t.data_dev == b"/dev/data"
+                && t.block_size == 128 && t.low_water_blocks == 0
+                && t.features == PoolFeatures::DEFAULT && t.ignored_words == 0)
+    }
+
+    /// Features are case-insensitive, printed in canonical order.
+    pub fn canonical_feature_order() -> bool {
+        let words: [&[u8]; 7] = [
+            b"253:1",
+            b"253:2",
+            b"1024",
+            b"100",
+            b"2",
+            b"ERROR_IF_NO_SPACE",
+            b"skip_block_zeroing",
+        ];
+        let Ok(t) = PoolTable::parse(&words) else {
+            return false;
+        };
+        let line = PoolTableLine {
+            metadata_dev: DevNum::new(253, 1),
+            data_dev: DevNum::new(253, 2),
+            block_size: t.block_size,
+            low_water_blocks: t.low_water_blocks,
+            requested: t.features,
+        };
+        let mut raw = [0u8; 96];
+        let mut w = StatusBuf::new(&mut raw);
+        write_pool_table(&mut w, &line).is_ok()
+            && w.as_bytes() == b"253:1 253:2 1024 100 2 skip_block_zeroing error_if_no_space "
+    }
+
+    /// Every pure ctr error carries dm-thin's exact message.
+    pub fn error_strings() -> bool {
+        let e = |w: &[&[u8]]| PoolTable::parse(w).err().map(|e| e.message());
+        e(&[b"a", b"b", b"128"]) == Some("Invalid argument count")
+            && e(&[b"a", b"a", b"128", b"0"]) == Some("Error setting metadata or data device")
+            && e(&[b"a", b"b", b"128", b"0", b"5", b"a", b"b", b"c", b"d", b"e"])
+                == Some("Invalid number of pool feature arguments")
+            && e(&[b"a", b"b", b"128", b"0", b"1", b"bogus"])
+                == Some("Unrecognised pool feature requested")
+            && e(&[b"a", b"b", b"129", b"0"]) == Some("Invalid block size")
+            && e(&[b"a", b"b", b"128", b"-1"]) == Some("Invalid low water mark")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::selftest;
+    use super::*;
+    use crate::dm_status_buf::StatusBuf;
+    use std::borrow::ToOwned;
+    use std::string::String;
+    use std::vec::Vec;
+
+    fn words(s: &str) -> Vec<&[u8]> {
+        s.split(' ').map(str::as_bytes).collect()
+    }
+
+    /// Parses a space-separated line; the words are leaked (tests only) so
+    /// the borrowed table can be returned.
+    fn parse(s: &str) -> Result<PoolTable<'static>, PoolTableError> {
+        let s: &'static str = std::boxed::Box::leak(s.to_owned().into_boxed_str());
+        let w: &'static [&'static [u8]] = std::boxed::Box::leak(words(s).into_boxed_slice());
+        PoolTable::parse(w)
+    }
+
+    fn err(s: &str) -> PoolTableError {
+        parse(s).unwrap_err()
+    }
+
+    fn table_line(t: &PoolTable<'_>, live_bs: u32) -> String {
+        let line = PoolTableLine {
+            metadata_dev: DevNum::new(253, 1),
+            data_dev: DevNum::new(253, 2),
+            block_size: live_bs,
+            low_water_blocks: t.low_water_blocks,
+            requested: t.features,
+        };
+        let mut raw = [0u8; 256];
+        let mut w = StatusBuf::new(&mut raw);
+        write_pool_table(&mut w, &line).unwrap();
+        String::from_utf8(w.as_bytes().to_vec()).unwrap()
+    }
+
+    #[test]
+    fn scenarios() {
+        assert!(selftest::parses_minimal());
+        assert!(selftest::canonical_feature_order());
+        assert!(selftest::error_strings());
+    }
+
+    #[test]
+    fn block_sizes_checklist_a3() {
+        // The spec's checklist A3 lists 192 as accepted, but 192 is not a
+        // multiple of 128 and dm-thin's `bs & 127` test rejects it.
+        for bad in [
+            "0", "64", "127", "129", "192", "2097280", "abc", "128x", "", "-128", "0x80",
+        ] {
+            assert_eq!(
+                parse_block_size(bad.as_bytes()),
+                Err(PoolTableError::InvalidBlockSize),
+                "{bad:?}"
+            );
+        }
+        for (good, v) in [
+            ("128", 128),
+            ("640", 640),
+            ("384", 384),
+            ("2097152", 2_097_152),
+            ("+256", 256),
+            ("256\n", 256),
+            ("00128", 128),
+        ] {
+            assert_eq!(parse_block_size(good.as_bytes()), Ok(v), "{good:?}");
+        }
+        assert_eq!(
+            parse_block_size(b"18446744073709551616"),
+            Err(PoolTableError::InvalidBlockSize)
+        );
+    }
+
+    #[test]
+    fn low_water_checklist_a4() {
+        assert_eq!(err("m d 128 -1"), PoolTableError::InvalidLowWaterMark);
+        assert_eq!(err("m d 128 1k"), PoolTableError::InvalidLowWaterMark);
+        assert_eq!(
+            parse("m d 128 18446744073709551615")
+                .unwrap()
+                .low_water_blocks,
+            u64::MAX
+        );
+        assert_eq!(
+            err("m d 128 18446744073709551616"),
+            PoolTableError::InvalidLowWaterMark
+        );
+    }
+
+    #[test]
+    fn check_order() {
+        // Count before everything.
+        assert_eq!(err("m m 0"), PoolTableError::InvalidArgumentCount);
+        assert_eq!(err("m"), PoolTableError::InvalidArgumentCount);
+        // Same-device before features and numbers.
+        assert_eq!(err("m m 0 x 9 bogus"), PoolTableError::SameDevice);
+        // Features before block size / low water mark.
+        assert_eq!(err("m d 0 x 1 bogus"), PoolTableError::UnrecognisedFeature);
+        assert_eq!(err("m d 0 x 5"), PoolTableError::InvalidFeatureCount);
+        // Block size before low water mark.
+        assert_eq!(err("m d 0 x"), PoolTableError::InvalidBlockSize);
+        assert!(PoolTableError::InvalidBlockSize.after_device_open());
+        assert!(PoolTableError::InvalidLowWaterMark.after_device_open());
+        assert!(!PoolTableError::UnrecognisedFeature.after_device_open());
+        assert!(!PoolTableError::SameDevice.after_device_open());
+        // Different spellings of one device are not caught here.
+        assert!(parse("/dev/dm-1 253:1 128 0").is_ok());
+    }
+
+    #[test]
+    fn feature_group_checklist_a6() {
+        assert_eq!(
+            err("m d 128 0 5 a b c d e"),
+            PoolTableError::InvalidFeatureCount
+        );
+        assert_eq!(
+            err("m d 128 0 2 read_only"),
+            PoolTableError::InvalidFeatureCount
+        );
+        assert_eq!(err("m d 128 0 x"), PoolTableError::InvalidFeatureCount);
+        assert_eq!(
+            err("m d 128 0 +1 read_only"),
+            PoolTableError::InvalidFeatureCount
+        );
+        assert_eq!(
+            err("m d 128 0 1\n read_only"),
+            PoolTableError::InvalidFeatureCount
+        );
+        assert_eq!(
+            err("m d 128 0 1 bogus"),
+            PoolTableError::UnrecognisedFeature
+        );
+        assert_eq!(
+            err("m d 128 0 1 read-only"),
+            PoolTableError::UnrecognisedFeature
+        );
+        let t = parse("m d 128 0 1 SKIP_BLOCK_ZEROING").unwrap();
+        assert!(!t.features.zero_new_blocks);
+        // Words after the group are ignored, even unknown ones.
+        let t = parse("m d 128 0 1 read_only junk more").unwrap();
+        assert!(t.features.read_only);
+        assert_eq!(t.ignored_words, 2);
+        let t = parse("m d 128 0 0 bogus").unwrap();
+        assert_eq!(t.features, PoolFeatures::DEFAULT);
+        // Duplicates accepted and printed once.
+        let t = parse("m d 128 0 2 read_only READ_ONLY").unwrap();
+        assert_eq!(table_line(&t, 128), "253:1 253:2 128 0 1 read_only ");
+        // Kernel sscanf truncates the count to 32 bits: 2^32 means 0.
+        let t = parse("m d 128 0 4294967296 bogus").unwrap();
+        assert_eq!(t.features, PoolFeatures::DEFAULT);
+        assert_eq!(t.ignored_words, 1);
+        // The five keywords exist but at most four fit.
+        let t =
+            parse("m d 128 0 4 skip_block_zeroing ignore_discard no_discard_passdown read_only")
+                .unwrap();
+        assert_eq!(t.features.count(), 4);
+    }
+
+    #[test]
+    fn table_lines_checklist_a10() {
+        let t = parse("m d 128 0").unwrap();
+        assert_eq!(table_line(&t, 128), "253:1 253:2 128 0 0 ");
+        let t = parse("m d 128 7 4 error_if_no_space read_only no_discard_passdown ignore_discard")
+            .unwrap();
+        assert_eq!(
+            table_line(&t, 128),
+            "253:1 253:2 128 7 4 ignore_discard no_discard_passdown read_only error_if_no_space "
+        );
+        // [QUIRK] 1: the live block size is printed, not the table's.
+        let t = parse("m d 256 0").unwrap();
+        assert_eq!(table_line(&t, 128), "253:1 253:2 128 0 0 ");
+        let mut f = PoolFeatures::DEFAULT;
+        for w in FEATURE_NAMES {
+            assert!(f.apply(w.as_bytes()));
+        }
+        assert_eq!(f.count(), 5);
+        let line = PoolTableLine {
+            metadata_dev: DevNum::new(7, 0),
+            data_dev: DevNum::new(7, 1),
+            block_size: 2_097_152,
+            low_water_blocks: u64::MAX,
+            requested: f,
+        };
+        let mut raw = [0u8; 200];
+        let mut w = StatusBuf::new(&mut raw);
+        write_pool_table(&mut w, &line).unwrap();
+        assert_eq!(
+            w.as_bytes(),
+            &b"7:0 7:1 2097152 18446744073709551615 5 skip_block_zeroing ignore_discard \
+no_discard_passdown read_only error_if_no_space "[..]
+        );
+    }
+
+    #[test]
+    fn round_trip_every_feature_subset() {
+        for mask in 0u32..32 {
+            let mut feature_words = Vec::new();
+            // Reverse of canonical order, to exercise reordering.
+            for (i, name) in FEATURE_NAMES.iter().enumerate().rev() {
+                if mask & (1 << i) != 0 {
+                    feature_words.push(*name);
+                }
+            }
+            if feature_words.len() > 4 {
+                continue;
+            }
+            let mut line = String::from("253:1 253:2 384 42");
+            if !feature_words.is_empty() {
+                line.push_str(&std::format!(" {}", feature_words.len()));
+                for w in &feature_words {
+                    line.push(' ');
+                    line.push_str(w);
+                }
+            }
+            let t = parse(&line).unwrap();
+            let out = table_line(&t, t.block_size);
+            // Formatting yields a table the parser accepts, with the same meaning.
+            let trimmed = out.trim_end();
+            let t2 = parse(trimmed).unwrap();
+            assert_eq!(t2.features, t.features);
+            assert_eq!(t2.block_size, 384);
+            assert_eq!(t2.low_water_blocks, 42);
+            assert_eq!(table_line(&t2, 384), out);
+            assert_eq!(t.features.count() as usize, feature_words.len());
+        }
+    }
+
+    #[test]
+    fn table_truncation() {
+        let t = parse("m d 128 0 1 read_only").unwrap();
+        let line = PoolTableLine {
+            metadata_dev: DevNum::new(253, 1),
+            data_dev: DevNum::new(253, 2),
+            block_size: 128,
+            low_water_blocks: 0,
+            requested: t.features,
+        };
+        let full = "253:1 253:2 128 0 1 read_only ";
+        for n in 0..=full.len() + 1 {
+            let mut raw = std::vec![0u8; n];
+            let mut w = StatusBuf::new(&mut raw);
+            let r = write_pool_table(&mut w, &line);
+            assert_eq!(r.is_ok(), n > full.len());
+            assert!(full.as_bytes().starts_with(w.as_bytes()));
+        }
+    }
+
+    #[test]
+    fn helpers() {
+        assert_eq!(nr_data_blocks(2 * 1024 * 1024, 128), 16384);
+        assert_eq!(nr_data_blocks(127, 128), 0);
+        assert_eq!(nr_data_blocks(5, 0), 0);
+        assert_eq!(metadata_dev_blocks(4096), 512);
+        assert_eq!(metadata_dev_blocks(u64::MAX), 4_161_600);
+        assert_eq!(metadata_low_water_threshold(512), 128);
+        assert_eq!(metadata_low_water_threshold(4_161_600), 1024);
+        assert_eq!(metadata_low_water_threshold(3), 0);
+        let ro = PoolFeatures {
+            read_only: true,
+            ..PoolFeatures::DEFAULT
+        };
+        assert_eq!(ro.requested_mode(), PoolMode::ReadOnly);
+        assert_eq!(PoolFeatures::DEFAULT.requested_mode(), PoolMode::Write);
+        assert!(PoolFeatures::DEFAULT.passes_discards());
+        assert_eq!(PoolTableError::InvalidBlockSize.errno(), 22);
+    }
+}
