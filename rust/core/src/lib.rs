@@ -18,7 +18,9 @@ extern crate std;
 
 pub mod args;
 pub mod dm_errno;
+pub mod dm_message;
 pub mod dm_pool_mode;
 pub mod dm_pool_table;
+pub mod dm_status;
 pub mod dm_status_buf;
 pub mod dm_thin_table;
