@@ -530,6 +530,72 @@ mod tests {
         ));
     }
 
+    /// Random words (biased towards keywords, digits and separators) never
+    /// panic any of the interface parsers, and accepted input re-validates.
+    #[test]
+    fn no_panic_on_random_words() {
+        use crate::dm_pool_table::PoolTable;
+        use crate::dm_thin_table::{ThinTable, MAX_DEV_ID};
+        const PIECES: [&[u8]; 12] = [
+            b"create_thin",
+            b"CREATE_SNAP",
+            b"read_only",
+            b"4",
+            b"128",
+            b"+",
+            b"\n",
+            b"16777215",
+            b"18446744073709551616",
+            b" ",
+            b"\xff",
+            b"",
+        ];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..20_000 {
+            let n = (next() % 8) as usize;
+            let mut owned: Vec<Vec<u8>> = Vec::new();
+            for _ in 0..n {
+                let mut w = Vec::new();
+                for _ in 0..(next() % 3) {
+                    if next() % 4 == 0 {
+                        w.push((next() & 0xff) as u8);
+                    } else {
+                        w.extend_from_slice(PIECES[(next() % 12) as usize]);
+                    }
+                }
+                owned.push(w);
+            }
+            let words: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
+            for mode in [PoolMode::Write, PoolMode::ReadOnly] {
+                if let Ok(m) = PoolMessage::parse_in_mode(mode, &words) {
+                    let mut raw = [0u8; 48];
+                    let mut b = StatusBuf::new(&mut raw);
+                    let _ = m.write_failure_log(&mut b);
+                    if let PoolMessage::CreateThin { dev_id, .. } = m {
+                        assert!(dev_id <= MAX_DEV_ID);
+                    }
+                } else if let Err(e) = PoolMessage::parse_in_mode(mode, &words) {
+                    let mut raw = [0u8; 48];
+                    let mut b = StatusBuf::new(&mut raw);
+                    let _ = e.write_log(&mut b);
+                }
+            }
+            if let Ok(t) = PoolTable::parse(&words) {
+                assert!(t.block_size % 128 == 0 && t.block_size >= 128);
+                assert!(t.features.count() <= 4);
+            }
+            if let Ok(t) = ThinTable::parse(&words) {
+                assert!(t.dev_id <= MAX_DEV_ID);
+            }
+        }
+    }
+
     #[test]
     fn names_and_commit_first() {
         let all = [
