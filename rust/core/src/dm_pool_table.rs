@@ -14,7 +14,7 @@
 //!
 //! [`write_pool_table`] formats the `STATUSTYPE_TABLE` line byte for byte.
 
-use core::fmt;
+use core::{ffi::CStr, fmt};
 
 use crate::args::{parse_dm_arg_u32, parse_kstrtoull};
 use crate::dm_errno::EINVAL;
@@ -37,24 +37,26 @@ pub const METADATA_MAX_SECTORS_WARNING: u64 = 33_554_432;
 /// `ti->error` texts the glue sets itself for the steps that need devices or
 /// memory (Appendix B), so every pool ctr string lives in one place.
 pub mod glue_errors {
+    use core::ffi::CStr;
+
     /// Opening the metadata device failed.
-    pub const OPEN_METADATA: &str = "Error opening metadata block device";
+    pub const OPEN_METADATA: &CStr = c"Error opening metadata block device";
     /// Opening the data device failed.
-    pub const OPEN_DATA: &str = "Error getting data device";
+    pub const OPEN_DATA: &CStr = c"Error getting data device";
     /// Opening/formatting the metadata failed.
-    pub const CREATE_METADATA: &str = "Error creating metadata object";
+    pub const CREATE_METADATA: &CStr = c"Error creating metadata object";
     /// The metadata device belongs to another pool's DM device (EBUSY).
-    pub const METADATA_IN_USE: &str = "metadata device already in use by a pool";
+    pub const METADATA_IN_USE: &CStr = c"metadata device already in use by a pool";
     /// Same DM device and metadata, other data device (EBUSY).
-    pub const DATA_IN_USE: &str = "data device already in use by a pool";
+    pub const DATA_IN_USE: &CStr = c"data device already in use by a pool";
     /// Same DM device, other metadata or data device (EINVAL).
-    pub const DIFFERENT_POOL: &str = "different pool cannot replace a pool";
+    pub const DIFFERENT_POOL: &CStr = c"different pool cannot replace a pool";
     /// Reload changing `ignore_discard` (EINVAL).
-    pub const DISCARD_CHANGED: &str = "Discard support cannot be disabled once enabled";
+    pub const DISCARD_CHANGED: &CStr = c"Discard support cannot be disabled once enabled";
     /// Registering the metadata low-water threshold failed.
-    pub const THRESHOLD: &str = "Error registering metadata threshold";
+    pub const THRESHOLD: &CStr = c"Error registering metadata threshold";
     /// Allocating the pool object failed.
-    pub const ALLOC_POOL: &str = "Error allocating memory for pool";
+    pub const ALLOC_POOL: &CStr = c"Error allocating memory for pool";
 }
 
 /// The feature words of a pool table; defaults are dm-thin's.
@@ -183,14 +185,14 @@ pub enum PoolTableError {
 
 impl PoolTableError {
     /// The exact `ti->error` string.
-    pub fn message(self) -> &'static str {
+    pub fn message(self) -> &'static CStr {
         match self {
-            Self::InvalidArgumentCount => "Invalid argument count",
-            Self::SameDevice => "Error setting metadata or data device",
-            Self::InvalidFeatureCount => "Invalid number of pool feature arguments",
-            Self::UnrecognisedFeature => "Unrecognised pool feature requested",
-            Self::InvalidBlockSize => "Invalid block size",
-            Self::InvalidLowWaterMark => "Invalid low water mark",
+            Self::InvalidArgumentCount => c"Invalid argument count",
+            Self::SameDevice => c"Error setting metadata or data device",
+            Self::InvalidFeatureCount => c"Invalid number of pool feature arguments",
+            Self::UnrecognisedFeature => c"Unrecognised pool feature requested",
+            Self::InvalidBlockSize => c"Invalid block size",
+            Self::InvalidLowWaterMark => c"Invalid low water mark",
         }
     }
 
@@ -210,7 +212,7 @@ impl PoolTableError {
 
 impl fmt::Display for PoolTableError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.message())
+        f.write_str(self.message().to_str().unwrap_or("?"))
     }
 }
 
@@ -376,7 +378,11 @@ pub mod selftest {
 
     /// Every pure ctr error carries dm-thin's exact message.
     pub fn error_strings() -> bool {
-        let e = |w: &[&[u8]]| PoolTable::parse(w).err().map(|e| e.message());
+        let e = |w: &[&[u8]]| {
+            PoolTable::parse(w)
+                .err()
+                .and_then(|e| e.message().to_str().ok())
+        };
         e(&[b"a", b"b", b"128"]) == Some("Invalid argument count")
             && e(&[b"a", b"a", b"128", b"0"]) == Some("Error setting metadata or data device")
             && e(&[b"a", b"b", b"128", b"0", b"5", b"a", b"b", b"c", b"d", b"e"])

@@ -9,7 +9,7 @@
 //! reports [`ThinTableError`]s carrying the exact `ti->error` text.
 //! [`write_thin_table`] formats the `STATUSTYPE_TABLE` line.
 
-use core::fmt;
+use core::{ffi::CStr, fmt};
 
 use crate::args::parse_kstrtoull;
 use crate::dm_errno::EINVAL;
@@ -21,22 +21,24 @@ pub const MAX_DEV_ID: u32 = 16_777_215;
 /// `ti->error` texts the glue sets itself for the steps that need devices,
 /// memory or the pool (Appendix B).
 pub mod glue_errors {
+    use core::ffi::CStr;
+
     /// Allocating the thin context failed (ENOMEM).
-    pub const OUT_OF_MEMORY: &str = "Out of memory";
+    pub const OUT_OF_MEMORY: &CStr = c"Out of memory";
     /// Opening the external origin failed.
-    pub const OPEN_ORIGIN: &str = "Error opening origin device";
+    pub const OPEN_ORIGIN: &CStr = c"Error opening origin device";
     /// Opening the pool device failed.
-    pub const OPEN_POOL: &str = "Error opening pool device";
+    pub const OPEN_POOL: &CStr = c"Error opening pool device";
     /// The pool device is not a DM device (EINVAL).
-    pub const POOL_MD: &str = "Couldn't get pool mapped device";
+    pub const POOL_MD: &CStr = c"Couldn't get pool mapped device";
     /// No pool object for that DM device (EINVAL).
-    pub const POOL_OBJECT: &str = "Couldn't find pool object";
+    pub const POOL_OBJECT: &CStr = c"Couldn't find pool object";
     /// The pool is in FAIL mode (EINVAL).
-    pub const POOL_FAIL: &str = "Couldn't open thin device, Pool is in fail mode";
+    pub const POOL_FAIL: &CStr = c"Couldn't open thin device, Pool is in fail mode";
     /// Opening the thin device in the metadata failed (e.g. ENODATA).
-    pub const OPEN_THIN: &str = "Couldn't open thin internal device";
+    pub const OPEN_THIN: &CStr = c"Couldn't open thin internal device";
     /// The pool is suspended (EINVAL).
-    pub const POOL_SUSPENDED: &str = "Unable to activate thin device while pool is suspended";
+    pub const POOL_SUSPENDED: &CStr = c"Unable to activate thin device while pool is suspended";
 }
 
 /// Parses a device id like dm-thin's `read_dev_id`: `kstrtoull` rules (optional
@@ -61,11 +63,11 @@ pub enum ThinTableError {
 
 impl ThinTableError {
     /// The exact `ti->error` string.
-    pub fn message(self) -> &'static str {
+    pub fn message(self) -> &'static CStr {
         match self {
-            Self::InvalidArgumentCount => "Invalid argument count",
-            Self::SameOriginDevice => "Error setting origin device",
-            Self::InvalidDeviceId => "Invalid device id",
+            Self::InvalidArgumentCount => c"Invalid argument count",
+            Self::SameOriginDevice => c"Error setting origin device",
+            Self::InvalidDeviceId => c"Invalid device id",
         }
     }
 
@@ -84,7 +86,7 @@ impl ThinTableError {
 
 impl fmt::Display for ThinTableError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.message())
+        f.write_str(self.message().to_str().unwrap_or("?"))
     }
 }
 
@@ -159,7 +161,11 @@ pub mod selftest {
 
     /// Error strings and order.
     pub fn errors() -> bool {
-        let e = |w: &[&[u8]]| ThinTable::parse(w).err().map(|e| e.message());
+        let e = |w: &[&[u8]]| {
+            ThinTable::parse(w)
+                .err()
+                .and_then(|e| e.message().to_str().ok())
+        };
         e(&[b"p"]) == Some("Invalid argument count")
             && e(&[b"p", b"1", b"o", b"x"]) == Some("Invalid argument count")
             && e(&[b"p", b"bad", b"p"]) == Some("Error setting origin device")

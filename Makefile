@@ -1,0 +1,43 @@
+# SPDX-License-Identifier: GPL-2.0
+# rthin: the commands people run. The kernel module itself is built by Kbuild
+# (see Kbuild) inside the Debian sysroot, driven by scripts/module.sh.
+#
+#   make check      every test: host (fmt, clippy, cargo test) and VM (KUnit, tests/vm)
+#   make demo       boots the VM and shows a pool and a thin volume at work
+#   make module     builds dm-rthin.ko (and, if missing, the sysroot and kernel)
+#   make vm-shell   boots the VM with a shell, module loaded
+#   make host-test  cargo fmt --check, clippy and cargo test only
+#   make clean      removes this clone's build output (the cache stays)
+#
+# Slow artefacts are cached under $(RTHIN_CACHE) (default ~/.cache/rthin).
+
+SHELL := /bin/bash
+
+.PHONY: check demo module kernel sysroot vm-shell host-test clean
+
+check:
+	scripts/check.sh
+
+demo:
+	scripts/demo.sh
+
+module:
+	scripts/module.sh
+
+kernel:
+	scripts/kernel.sh
+
+sysroot:
+	scripts/sysroot.sh
+
+vm-shell: module
+	scripts/initramfs.sh build/initramfs-shell.cpio.gz
+	scripts/vm.sh --mode shell build/initramfs-shell.cpio.gz build/shell
+
+host-test:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	cargo test --workspace
+
+clean:
+	rm -rf build target

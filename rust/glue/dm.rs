@@ -1,0 +1,359 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Safe device-mapper target wrappers.
+//!
+//! A target implements [`TargetOps`]; [`TargetType`] turns it into a
+//! registered `struct target_type` whose C callbacks are generic trampolines
+//! below. The trampolines own every pointer dm hands in: they check it, wrap it
+//! in a safe type and call the target. A target's private state is a
+//! `KBox<T>` kept in `ti->private` from a successful `ctr` until `dtr`.
+
+use core::{
+    ffi::{c_char, c_int, c_uint, c_void, CStr},
+    fmt,
+    marker::PhantomData,
+    ptr::{self, NonNull},
+};
+use kernel::{bindings, error::to_result, prelude::*};
+
+use super::{bindings as dm, bio::Bio};
+use crate::dm_status_buf::{DevNum, StatusBuf};
+
+/// How a map call disposed of a bio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MapResult {
+    /// The bio was remapped; dm submits it to its new device.
+    Remapped,
+}
+
+impl MapResult {
+    fn to_c(self) -> c_int {
+        match self {
+            // The DM_MAPIO_* values are small positive constants.
+            Self::Remapped => dm::DM_MAPIO_REMAPPED as c_int,
+        }
+    }
+}
+
+/// Which status dm asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StatusKind {
+    /// `dmsetup status`: the target's run-time state.
+    Info,
+    /// `dmsetup table`: the table line that would recreate the target.
+    Table,
+}
+
+/// A constructor failure: the errno returned to dm and the message stored in
+/// `ti->error`, which dmsetup and the kernel log show to the user.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CtrError {
+    /// The errno.
+    pub(crate) error: Error,
+    /// What the user reads.
+    pub(crate) message: &'static CStr,
+}
+
+impl CtrError {
+    /// A failure with a positive errno from the core and its message.
+    pub(crate) fn new(errno: i32, message: &'static CStr) -> Self {
+        Self {
+            error: Error::from_errno(errno.saturating_neg()),
+            message,
+        }
+    }
+}
+
+/// A device opened through the table (`dm_get_device`), released on drop.
+pub(crate) struct DmDev {
+    ti: NonNull<dm::dm_target>,
+    dev: NonNull<dm::dm_dev>,
+}
+
+// SAFETY: a `dm_dev` is a reference-counted handle that dm lets any context use
+// until `dm_put_device`; `DmDev` only reads it and releases it once, in drop.
+unsafe impl Send for DmDev {}
+// SAFETY: as above; shared access only reads immutable fields.
+unsafe impl Sync for DmDev {}
+
+impl DmDev {
+    /// The block device, for remapping bios.
+    pub(crate) fn bdev(&self) -> *mut bindings::block_device {
+        // SAFETY: `dev` stays valid until drop (see `TargetCtx::get_device`).
+        unsafe { self.dev.as_ref().bdev }
+    }
+
+    /// The device number, as dm prints it in tables (`major:minor`).
+    pub(crate) fn devnum(&self) -> DevNum {
+        // SAFETY: `dev` is valid (see `bdev`) and so is its block device,
+        // whose `bd_dev` never changes.
+        let dev = unsafe { (*self.bdev()).bd_dev };
+        // dev_t packs 12 bits of major above 20 bits of minor (MINORBITS).
+        DevNum::new(dev >> 20, dev & 0xf_ffff)
+    }
+}
+
+impl Drop for DmDev {
+    fn drop(&mut self) {
+        // SAFETY: `dev` was obtained from `dm_get_device` on this `ti`, which
+        // outlives the target's private data, and is released only here.
+        unsafe { dm::dm_put_device(self.ti.as_ptr(), self.dev.as_ptr()) };
+    }
+}
+
+/// The target being constructed, as seen by `TargetOps::ctr`.
+pub(crate) struct TargetCtx<'a> {
+    ti: NonNull<dm::dm_target>,
+    _borrow: PhantomData<&'a mut dm::dm_target>,
+}
+
+impl TargetCtx<'_> {
+    /// The length of the target in sectors.
+    pub(crate) fn len(&self) -> u64 {
+        // SAFETY: dm passes a valid target to ctr and nobody else uses it yet.
+        unsafe { self.ti.as_ref().len }
+    }
+
+    /// Opens `path` (a device path or `major:minor`) with the table's mode;
+    /// on failure the error carries `message`.
+    pub(crate) fn get_device(
+        &mut self,
+        path: &CStr,
+        message: &'static CStr,
+    ) -> Result<DmDev, CtrError> {
+        let mut dev: *mut dm::dm_dev = ptr::null_mut();
+        // SAFETY: `ti` is valid during ctr; `path` is NUL-terminated; `dev`
+        // is a valid out pointer. dm keeps the device until `dm_put_device`.
+        let ret = unsafe {
+            let mode = dm::rthin_dm_table_mode(self.ti.as_ptr());
+            dm::dm_get_device(self.ti.as_ptr(), path.as_char_ptr(), mode, &mut dev)
+        };
+        if let Err(error) = to_result(ret) {
+            return Err(CtrError { error, message });
+        }
+        let dev = NonNull::new(dev).ok_or(CtrError {
+            error: ENODEV,
+            message,
+        })?;
+        Ok(DmDev { ti: self.ti, dev })
+    }
+
+    /// How many empty flush bios each PREFLUSH sends to the target.
+    pub(crate) fn set_num_flush_bios(&mut self, n: u32) {
+        // SAFETY: ctr has exclusive use of `ti`.
+        unsafe { self.ti.as_mut().num_flush_bios = n };
+    }
+}
+
+/// The words of a table line, as dm split them.
+pub(crate) struct Args<'a> {
+    words: KVec<&'a CStr>,
+}
+
+impl<'a> Args<'a> {
+    /// The words as C strings, for passing back to dm (device paths).
+    pub(crate) fn words(&self) -> &[&'a CStr] {
+        &self.words
+    }
+}
+
+/// A device-mapper target type.
+pub(crate) trait TargetOps: Sized + Send + Sync + 'static {
+    /// Target name when rthin registers under its own names.
+    const NAME: &'static CStr;
+    /// Target name when the module parameter asks for dm-thin's names.
+    const COMPAT_NAME: &'static CStr;
+    /// The version dm reports for the target.
+    const VERSION: [c_uint; 3];
+
+    /// Builds the target from its table line.
+    fn ctr(ti: &mut TargetCtx<'_>, args: &Args<'_>) -> Result<Self, CtrError>;
+    /// Routes one bio; must not sleep.
+    fn map(&self, bio: &mut Bio<'_>) -> MapResult;
+    /// Writes the status or table line.
+    fn status(&self, kind: StatusKind, out: &mut StatusBuf<'_>) -> fmt::Result;
+    /// The one device under the target and how many sectors of it are used,
+    /// for dm's queue-limit stacking.
+    fn device(&self) -> &DmDev;
+}
+
+/// A registered target type for `T`; unregistered on drop.
+pub(crate) struct TargetType<T: TargetOps> {
+    raw: Pin<KBox<dm::target_type>>,
+    _ops: PhantomData<T>,
+}
+
+// SAFETY: after registration dm owns the `target_type` and only reads it; we
+// touch it again only to unregister, from module exit.
+unsafe impl<T: TargetOps> Send for TargetType<T> {}
+// SAFETY: as above; `&TargetType` gives no access to the raw structure.
+unsafe impl<T: TargetOps> Sync for TargetType<T> {}
+
+impl<T: TargetOps> TargetType<T> {
+    /// Registers the target with dm, under dm-thin's name if `compat`.
+    pub(crate) fn register(module: &'static ThisModule, compat: bool) -> Result<Self> {
+        // SAFETY: an all-zero `target_type` is valid: null names and callbacks
+        // and an empty (null) list head that `dm_register_target` initialises.
+        let mut tt: dm::target_type = unsafe { core::mem::zeroed() };
+        let name = if compat { T::COMPAT_NAME } else { T::NAME };
+        tt.name = name.as_char_ptr();
+        tt.module = module.as_ptr();
+        tt.version = T::VERSION;
+        tt.ctr = Some(ctr_trampoline::<T>);
+        tt.dtr = Some(dtr_trampoline::<T>);
+        tt.map = Some(map_trampoline::<T>);
+        tt.status = Some(status_trampoline::<T>);
+        tt.iterate_devices = Some(iterate_devices_trampoline::<T>);
+        let mut raw = KBox::pin(tt, GFP_KERNEL)?;
+        // SAFETY: `raw` is pinned and stays registered until `drop` below
+        // unregisters it, so dm never sees a dangling pointer.
+        let ret = unsafe { dm::dm_register_target(raw.as_mut().get_mut()) };
+        if let Err(e) = to_result(ret) {
+            pr_err!(
+                "cannot register target {:?}: {:?} (is another module using the name?)\n",
+                name,
+                e
+            );
+            return Err(e);
+        }
+        Ok(Self {
+            raw,
+            _ops: PhantomData,
+        })
+    }
+}
+
+impl<T: TargetOps> Drop for TargetType<T> {
+    fn drop(&mut self) {
+        // SAFETY: registered in `register`; module exit runs after every
+        // table using the target is gone (dm holds a module reference).
+        unsafe { dm::dm_unregister_target(self.raw.as_mut().get_mut()) };
+    }
+}
+
+/// Borrows the private state that `ctr_trampoline` stored.
+///
+/// # Safety
+/// `ti` must be a target of type `T` whose ctr succeeded and whose dtr has
+/// not run.
+unsafe fn private<'a, T: TargetOps>(ti: *mut dm::dm_target) -> &'a T {
+    // SAFETY: per the contract, `ti->private` holds `KBox<T>::into_raw`.
+    unsafe { &*(*ti).private.cast::<T>() }
+}
+
+unsafe extern "C" fn ctr_trampoline<T: TargetOps>(
+    ti: *mut dm::dm_target,
+    argc: c_uint,
+    argv: *mut *mut c_char,
+) -> c_int {
+    let Some(ti) = NonNull::new(ti) else {
+        return EINVAL.to_errno();
+    };
+    let mut ctx = TargetCtx {
+        ti,
+        _borrow: PhantomData,
+    };
+    let argc = argc as usize;
+    let mut words = KVec::new();
+    if words.reserve(argc, GFP_KERNEL).is_err() {
+        return ENOMEM.to_errno();
+    }
+    for i in 0..argc {
+        // SAFETY: dm passes `argc` valid NUL-terminated strings in `argv`,
+        // alive for the whole ctr call, which bounds the `Args` lifetime.
+        let word = unsafe { CStr::from_char_ptr(*argv.add(i)) };
+        // Cannot fail: capacity was reserved above.
+        let _ = words.push_within_capacity(word);
+    }
+    let args = Args { words };
+    match T::ctr(&mut ctx, &args) {
+        Ok(target) => match KBox::new(target, GFP_KERNEL) {
+            Ok(boxed) => {
+                // SAFETY: ctr has exclusive use of `ti`; the box is reclaimed
+                // in `dtr_trampoline`.
+                unsafe { (*ti.as_ptr()).private = KBox::into_raw(boxed).cast::<c_void>() };
+                0
+            }
+            Err(_) => {
+                set_error(ti, c"Cannot allocate target state");
+                ENOMEM.to_errno()
+            }
+        },
+        Err(e) => {
+            set_error(ti, e.message);
+            e.error.to_errno()
+        }
+    }
+}
+
+fn set_error(ti: NonNull<dm::dm_target>, message: &'static CStr) {
+    // dm reads `ti->error` after a failed ctr and never writes through it, so a
+    // static string is what it expects (the C targets do the same).
+    // SAFETY: ctr has exclusive use of `ti`.
+    unsafe { (*ti.as_ptr()).error = message.as_char_ptr().cast_mut() };
+}
+
+unsafe extern "C" fn dtr_trampoline<T: TargetOps>(ti: *mut dm::dm_target) {
+    // SAFETY: dm calls dtr once, after a successful ctr, when no bio is in
+    // flight; `private` holds the box made by `ctr_trampoline`.
+    let boxed = unsafe { KBox::from_raw((*ti).private.cast::<T>()) };
+    drop(boxed);
+}
+
+unsafe extern "C" fn map_trampoline<T: TargetOps>(
+    ti: *mut dm::dm_target,
+    bio: *mut bindings::bio,
+) -> c_int {
+    let Some(raw) = NonNull::new(bio) else {
+        return EIO.to_errno();
+    };
+    // SAFETY: map only runs between ctr and dtr; dm lends us the bio
+    // exclusively until we return.
+    let (target, mut bio) = unsafe { (private::<T>(ti), Bio::from_raw(raw)) };
+    target.map(&mut bio).to_c()
+}
+
+unsafe extern "C" fn status_trampoline<T: TargetOps>(
+    ti: *mut dm::dm_target,
+    status_type: dm::status_type_t,
+    _status_flags: c_uint,
+    result: *mut c_char,
+    maxlen: c_uint,
+) {
+    let kind = match status_type {
+        dm::status_type_t_STATUSTYPE_INFO => StatusKind::Info,
+        dm::status_type_t_STATUSTYPE_TABLE => StatusKind::Table,
+        // IMA measurement status is not provided.
+        _ => return,
+    };
+    if result.is_null() || maxlen == 0 {
+        return;
+    }
+    // SAFETY: dm hands a writable buffer of `maxlen` bytes that nothing
+    // else touches during the call; status runs between ctr and dtr.
+    let (target, buf) = unsafe {
+        (
+            private::<T>(ti),
+            core::slice::from_raw_parts_mut(result.cast::<u8>(), maxlen as usize),
+        )
+    };
+    let mut out = StatusBuf::new(buf);
+    // A full buffer truncates the line, which is what dm does with DMEMIT;
+    // dm notices and retries with a larger buffer.
+    let _ = target.status(kind, &mut out);
+}
+
+unsafe extern "C" fn iterate_devices_trampoline<T: TargetOps>(
+    ti: *mut dm::dm_target,
+    callout: dm::iterate_devices_callout_fn,
+    data: *mut c_void,
+) -> c_int {
+    let Some(callout) = callout else {
+        return 0;
+    };
+    // SAFETY: called between ctr and dtr with a valid target.
+    let (target, len) = unsafe { (private::<T>(ti), (*ti).len) };
+    let dev = target.device();
+    // SAFETY: `callout` and `data` come from dm together; the device handle
+    // is live for the target's lifetime.
+    unsafe { callout(ti, dev.dev.as_ptr(), 0, len, data) }
+}

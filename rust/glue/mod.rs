@@ -1,0 +1,8 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Kernel glue: the only place where rthin touches C. Every `unsafe` block of
+//! the module lives in these files, each with a `// SAFETY:` comment; the
+//! targets above them see only safe types.
+
+pub(crate) mod bindings;
+pub(crate) mod bio;
+pub(crate) mod dm;

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: GPL-2.0
+//! KUnit suites, run by the kernel when the module loads (CONFIG_KUNIT=y).
+//!
+//! `rthin_core` runs every shared scenario of the core (the `selftest`
+//! functions that the host tests call too) under the kernel's compiler flags:
+//! overflow checks on, no floats, no allocation, kernel stack.
+//! `scripts/check-core-mounts.sh` fails if a scenario is missing here.
+
+#[kunit_tests(rthin_core)]
+mod core_suite {
+    #[test]
+    fn args_parse_numbers() {
+        assert!(crate::args::selftest::parse_numbers());
+    }
+
+    #[test]
+    fn args_cursor_walks_words() {
+        assert!(crate::args::selftest::cursor_walks_words());
+    }
+
+    #[test]
+    fn args_kstrtoull_rules() {
+        assert!(crate::args::selftest::kstrtoull_rules());
+    }
+
+    #[test]
+    fn args_dm_arg_rules() {
+        assert!(crate::args::selftest::dm_arg_rules());
+    }
+
+    #[test]
+    fn dm_message_parses_all() {
+        assert!(crate::dm_message::selftest::parses_all());
+    }
+
+    #[test]
+    fn dm_message_errors() {
+        assert!(crate::dm_message::selftest::errors());
+    }
+
+    #[test]
+    fn dm_message_log_lines() {
+        assert!(crate::dm_message::selftest::log_lines());
+    }
+
+    #[test]
+    fn dm_pool_mode_mode_table() {
+        assert!(crate::dm_pool_mode::selftest::mode_table());
+    }
+
+    #[test]
+    fn dm_pool_mode_out_of_data_space_round_trip() {
+        assert!(crate::dm_pool_mode::selftest::out_of_data_space_round_trip());
+    }
+
+    #[test]
+    fn dm_pool_mode_no_space_timeout_flips_policy() {
+        assert!(crate::dm_pool_mode::selftest::no_space_timeout_flips_policy());
+    }
+
+    #[test]
+    fn dm_pool_mode_needs_check_and_fail_rules() {
+        assert!(crate::dm_pool_mode::selftest::needs_check_and_fail_rules());
+    }
+
+    #[test]
+    fn dm_pool_table_parses_minimal() {
+        assert!(crate::dm_pool_table::selftest::parses_minimal());
+    }
+
+    #[test]
+    fn dm_pool_table_canonical_feature_order() {
+        assert!(crate::dm_pool_table::selftest::canonical_feature_order());
+    }
+
+    #[test]
+    fn dm_pool_table_error_strings() {
+        assert!(crate::dm_pool_table::selftest::error_strings());
+    }
+
+    #[test]
+    fn dm_status_pool_fresh() {
+        assert!(crate::dm_status::selftest::pool_fresh());
+    }
+
+    #[test]
+    fn dm_status_pool_odd_lines() {
+        assert!(crate::dm_status::selftest::pool_odd_lines());
+    }
+
+    #[test]
+    fn dm_status_thin_lines() {
+        assert!(crate::dm_status::selftest::thin_lines());
+    }
+
+    #[test]
+    fn dm_status_truncated_status() {
+        assert!(crate::dm_status::selftest::truncated_status());
+    }
+
+    #[test]
+    fn dm_status_buf_fits_and_terminates() {
+        assert!(crate::dm_status_buf::selftest::fits_and_terminates());
+    }
+
+    #[test]
+    fn dm_status_buf_truncation_is_reported() {
+        assert!(crate::dm_status_buf::selftest::truncation_is_reported());
+    }
+
+    #[test]
+    fn dm_status_buf_exact_fit() {
+        assert!(crate::dm_status_buf::selftest::exact_fit());
+    }
+
+    #[test]
+    fn dm_status_buf_tiny_buffers() {
+        assert!(crate::dm_status_buf::selftest::tiny_buffers());
+    }
+
+    #[test]
+    fn dm_status_buf_displays() {
+        assert!(crate::dm_status_buf::selftest::displays());
+    }
+
+    #[test]
+    fn dm_thin_table_parses_forms() {
+        assert!(crate::dm_thin_table::selftest::parses_forms());
+    }
+
+    #[test]
+    fn dm_thin_table_errors() {
+        assert!(crate::dm_thin_table::selftest::errors());
+    }
+
+    #[test]
+    fn dm_thin_table_table_lines() {
+        assert!(crate::dm_thin_table::selftest::table_lines());
+    }
+
+    /// Harness self-check: built only with `RTHIN_SELFCHECK_FAIL=kunit`, it
+    /// must make `make check` fail.
+    #[cfg(rthin_selfcheck_fail)]
+    #[test]
+    fn deliberately_fails() {
+        assert!(false, "deliberate failure (RTHIN_SELFCHECK_FAIL=kunit)");
+    }
+}

@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * C entry points for the parts of the kernel API that Rust cannot call
+ * directly: static inline functions and macros. Each wrapper is one line; any
+ * logic belongs in Rust. This header is read by the C compiler (rthin_shim.c)
+ * and by the module-local bindgen run (rthin_bindgen.h).
+ */
+#ifndef RTHIN_SHIM_H
+#define RTHIN_SHIM_H
+
+#include <linux/bio.h>
+#include <linux/device-mapper.h>
+
+enum req_op rthin_bio_op(const struct bio *bio);
+void rthin_bio_set_dev(struct bio *bio, struct block_device *bdev);
+blk_mode_t rthin_dm_table_mode(struct dm_target *ti);
+
+#endif

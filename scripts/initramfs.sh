@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Builds the VM's initramfs in two layers (the kernel unpacks concatenated
+# cpio archives in order):
+#   base    busybox, dmsetup, fio, the thin tools, lvm2, mkfs/fsck, their shared
+#           libraries and the kernel's modules. Slow-ish, cached outside the
+#           clone, keyed on this script, the sysroot and the kernel build.
+#   overlay /init, the test scripts, dm-rthin.ko and rthinctl: rebuilt every run.
+# Usage: initramfs.sh OUT.cpio.gz [MODULE_DIR]
+. "$(dirname "$0")/lib.sh"
+
+out=${1:?usage: initramfs.sh OUT.cpio.gz [MODULE_DIR]}
+moddir=${2:-$RTHIN_OUT/module}
+
+"$RTHIN_ROOT/scripts/kernel.sh"
+
+# Binaries the VM needs, as paths inside the sysroot, and the names they
+# are also called by (thin tools and lvm are multi-call binaries).
+BINARIES=(
+	/usr/bin/busybox /usr/sbin/dmsetup /usr/bin/fio /usr/sbin/pdata_tools /usr/sbin/lvm
+	/usr/sbin/mke2fs /usr/sbin/e2fsck /usr/sbin/mkfs.xfs /usr/sbin/xfs_repair
+)
+THIN_TOOLS=(thin_check thin_dump thin_restore thin_repair thin_ls thin_delta thin_trim
+	thin_metadata_size thin_metadata_pack thin_metadata_unpack thin_rmap)
+LVM_TOOLS=(pvcreate pvremove pvs vgcreate vgremove vgs vgchange lvcreate lvremove lvs
+	lvchange lvextend lvconvert lvdisplay vgdisplay)
+
+key=$(cat "$0" "$RTHIN_SYSROOT"/.rthin-sysroot-* <(ls "$RTHIN_KBUILD"/.rthin-built-* "$RTHIN_SYSROOT"/.rthin-sysroot-*) | sha256sum | cut -c1-16)
+base=$RTHIN_CACHE/initramfs-base-$key.cpio.gz
+
+if [ ! -f "$base" ]; then
+	log "assembling the VM base image (binaries, libraries, kernel modules)"
+	stage=$RTHIN_SYSROOT/build/initramfs-base
+	rm -rf "$stage"
+	in_sysroot /bin/bash -ec '
+		stage=/build/initramfs-base
+		mkdir -p $stage/{bin,sbin,etc,proc,sys,dev,tmp,run,root,mnt,results,lib/modules,usr/bin,usr/sbin}
+		for bin in "$@"; do
+			mkdir -p "$stage$(dirname "$bin")"
+			cp -a "$bin" "$stage$bin"
+			# Copy every shared library ldd names, at the same path.
+			ldd "$bin" 2>/dev/null | grep -oE "/[^ ]+" | while read -r lib; do
+				mkdir -p "$stage$(dirname "$lib")"
+				cp -L "$lib" "$stage$lib"
+			done
+		done
+		cp -a /build/modroot/lib/modules/. $stage/lib/modules/
+		# merged-/usr layout, as trixie has it.
+		ln -sfn usr/lib $stage/lib64 2>/dev/null || true
+	' base-stage "${BINARIES[@]}"
+	for t in "${THIN_TOOLS[@]}"; do ln -sf pdata_tools "$stage/usr/sbin/$t"; done
+	for t in "${LVM_TOOLS[@]}"; do ln -sf lvm "$stage/usr/sbin/$t"; done
+	ln -sf mke2fs "$stage/usr/sbin/mkfs.ext4"
+	ln -sf e2fsck "$stage/usr/sbin/fsck.ext4"
+	# LVM in a VM without udev: no udev sync, no udev rules, no monitoring daemon.
+	mkdir -p "$stage/etc/lvm"
+	cat >"$stage/etc/lvm/lvm.conf" <<-'LVM'
+	activation {
+		udev_sync = 0
+		udev_rules = 0
+		monitoring = 0
+	}
+	global {
+		use_lvmetad = 0
+		thin_check_executable = "/usr/sbin/thin_check"
+	}
+	devices {
+		obtain_device_list_from_udev = 0
+	}
+	LVM
+	(cd "$stage" && find . | cpio -o -H newc --quiet | gzip -1) >"$base.tmp"
+	mv "$base.tmp" "$base"
+	rm -rf "$stage"
+fi
+
+# ---- overlay: everything from this clone ----
+overlay=$(mktemp -d)
+trap 'rm -rf "$overlay"' EXIT
+mkdir -p "$overlay/rthin/tests"
+install -m 0755 "$RTHIN_ROOT/scripts/vm/init" "$overlay/init"
+cp "$RTHIN_ROOT"/tests/vm/lib.sh "$overlay/rthin/tests/"
+cp "$RTHIN_ROOT"/tests/vm/[0-9]*.sh "$overlay/rthin/tests/"
+if [ "${RTHIN_SELFCHECK_FAIL:-}" = vm ]; then
+	cp "$RTHIN_ROOT"/tests/vm/selfcheck-fail.sh "$overlay/rthin/tests/99-selfcheck-fail.sh"
+fi
+cp "$RTHIN_ROOT"/tests/vm/demo.sh "$overlay/rthin/"
+cp "$moddir/dm-rthin.ko" "$overlay/rthin/"
+if [ -x "$RTHIN_ROOT/target/release/rthinctl" ]; then
+	mkdir -p "$overlay/usr/sbin"
+	install -m 0755 "$RTHIN_ROOT/target/release/rthinctl" "$overlay/usr/sbin/rthinctl"
+fi
+kver=$(ls "$RTHIN_SYSROOT/build/modroot/lib/modules")
+echo "$kver" >"$overlay/rthin/kernel-release"
+{
+	cat "$base"
+	(cd "$overlay" && find . | cpio -o -H newc --quiet | gzip -1)
+} >"$out"

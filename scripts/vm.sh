@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Boots the test kernel (PVH, uncompressed vmlinux) under QEMU/TCG with the
+# initramfs, RAM disks and optional sparse-file virtio disks; collects the
+# guest's /results into RESULTS_DIR.
+#
+# Usage: vm.sh [options] INITRAMFS RESULTS_DIR
+#   --mode check|demo|shell   what the guest runs (default check)
+#   --cpus N --mem MiB        guest size (default 2 vCPUs, 2048 MiB)
+#   --ramdisk-mib N           size of each of the 4 brd RAM disks (default 256)
+#   --disk GiB                add a sparse-file virtio disk (repeatable: vdb, vdc, ...)
+#   --timeout S               hard limit for the whole VM run (default 1800)
+#   --only PATTERN            run only the tests whose name contains PATTERN
+# The exit status is 0 when the guest wrote its results, 1 otherwise (crash,
+# timeout, no results). Whether the tests passed is read from the results.
+. "$(dirname "$0")/lib.sh"
+
+mode=check cpus=2 mem=2048 rd_mib=256 timeout=1800 only=
+disks=()
+while [ $# -gt 2 ]; do
+	case $1 in
+	--mode) mode=$2; shift 2 ;;
+	--cpus) cpus=$2; shift 2 ;;
+	--mem) mem=$2; shift 2 ;;
+	--ramdisk-mib) rd_mib=$2; shift 2 ;;
+	--disk) disks+=("$2"); shift 2 ;;
+	--timeout) timeout=$2; shift 2 ;;
+	--only) only=$2; shift 2 ;;
+	*) die "unknown option $1" ;;
+	esac
+done
+initramfs=${1:?usage: vm.sh [options] INITRAMFS RESULTS_DIR}
+results=${2:?usage: vm.sh [options] INITRAMFS RESULTS_DIR}
+
+rm -rf "$results"
+mkdir -p "$results"
+work=$results/.vm
+mkdir -p "$work"
+# The guest writes a tar archive of its /results here.
+truncate -s 64M "$work/results.img"
+drives=(-drive "file=$work/results.img,format=raw,if=virtio,cache=unsafe")
+i=0
+for gib in "${disks[@]}"; do
+	truncate -s "${gib}G" "$work/disk$i.img"
+	drives+=(-drive "file=$work/disk$i.img,format=raw,if=virtio,cache=unsafe")
+	i=$((i + 1))
+done
+
+cmdline="console=ttyS0 rdinit=/init panic=-1 oops=panic rthin.mode=$mode"
+cmdline+=" brd.rd_nr=4 brd.rd_size=$((rd_mib * 1024))"
+[ -n "$only" ] && cmdline+=" rthin.only=$only"
+
+qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$cpus" -m "$mem"
+	-kernel "$RTHIN_KBUILD/vmlinux" -initrd "$initramfs" -append "$cmdline"
+	-display none -monitor none -no-reboot "${drives[@]}")
+
+console=$results/console.log
+status=0
+if [ "$mode" = shell ]; then
+	"${qemu[@]}" -serial mon:stdio
+elif [ "$mode" = demo ]; then
+	# The demo's output is for people: show it live, keep a copy.
+	timeout -k 10 "$timeout" "${qemu[@]}" -serial stdio | tee "$console" || status=$?
+else
+	timeout -k 10 "$timeout" "${qemu[@]}" -serial "file:$console" || status=$?
+fi
+if [ "$status" = 124 ] || [ "$status" = 137 ]; then
+	log "the VM hit its ${timeout}s time limit; console log: $console"
+fi
+
+if ! tar -xf "$work/results.img" -C "$results" 2>/dev/null || [ ! -f "$results/vm-status" ]; then
+	log "the VM wrote no results (crash, panic or timeout). Last console lines:"
+	tail -40 "$console" >&2 || true
+	rm -rf "$work"
+	exit 1
+fi
+rm -rf "$work"
+exit 0
