@@ -1,0 +1,561 @@
+// SPDX-License-Identifier: GPL-2.0
+//! B-tree algorithms over the transaction manager: lookup, insert (top-down
+//! with pre-emptive splitting, the root splits beneath itself), remove (empty
+//! nodes are unlinked, a root with one child absorbs it), ordered iteration,
+//! walks and recursive release. Every modification shadows the root-to-leaf
+//! path first; shadowing a shared node increments its children's counts.
+//!
+//! No guard is held across a call that may allocate: nested space-map updates
+//! may touch the store at any time.
+
+use crate::block_store::BlockStore;
+use crate::btree::node::{self, Header};
+use crate::btree::{TreeKind, Value, MAX_DEPTH};
+use crate::checksum::BlockKind;
+use crate::core_error::{corrupt, CoreError, CoreResult, Corruption};
+use crate::space_map::SmKind;
+use crate::tm::Tm;
+
+/// Recursion limit of the two-level release (top-level depth + bottom depth).
+const MAX_RELEASE_DEPTH: usize = 2 * MAX_DEPTH + 2;
+
+impl<S: BlockStore> Tm<S> {
+    /// Reads and validates the header of node `b`.
+    pub(crate) fn node_header(&self, b: u64, kind: TreeKind) -> CoreResult<Header> {
+        self.check_meta_block(b)?;
+        let g = self.store.read(b, BlockKind::Node)?;
+        node::check(&g, kind.value_size())
+    }
+
+    fn node_value_u64(&self, b: u64, h: &Header, i: usize) -> CoreResult<u64> {
+        let g = self.store.read(b, BlockKind::Node)?;
+        node::value_u64(&g, h, i)
+    }
+
+    fn node_key(&self, b: u64, h: &Header, i: usize) -> CoreResult<u64> {
+        let g = self.store.read(b, BlockKind::Node)?;
+        node::key(&g, h, i)
+    }
+
+    /// Allocates an empty leaf: the root of a new, empty tree.
+    pub(crate) fn new_empty_tree(&mut self, kind: TreeKind) -> CoreResult<u64> {
+        let b = self.meta_alloc()?;
+        let mut g = self.store.zeroed(b, BlockKind::Node)?;
+        node::init(&mut g, true, kind.value_size())?;
+        Ok(b)
+    }
+
+    /// Returns a writable version of node `b` (itself if it was allocated in
+    /// this transaction and is unshared, otherwise a copy).
+    pub(crate) fn shadow(&mut self, b: u64, kind: TreeKind) -> CoreResult<u64> {
+        self.node_header(b, kind)?;
+        let count = self.sm_count(SmKind::Meta, false, b)?;
+        if count == 0 {
+            return Err(corrupt(Corruption::RefCount));
+        }
+        if count == 1 && self.meta_is_new(b)? {
+            return Ok(b);
+        }
+        let new = self.meta_alloc()?;
+        self.store.copy(b, new, BlockKind::Node)?;
+        if count > 1 {
+            self.inc_children(new, kind)?;
+        }
+        self.sm_dec(SmKind::Meta, b)?;
+        Ok(new)
+    }
+
+    /// Takes one more reference on everything node `b` points to.
+    fn inc_children(&mut self, b: u64, kind: TreeKind) -> CoreResult<()> {
+        let h = self.node_header(b, kind)?;
+        let refs_meta = !h.leaf || kind == TreeKind::TopLevel;
+        if h.leaf && kind != TreeKind::TopLevel && kind != TreeKind::Mapping {
+            return Ok(());
+        }
+        for i in 0..h.nr_entries {
+            let v = self.node_value_u64(b, &h, i)?;
+            if refs_meta {
+                self.check_meta_block(v)?;
+                self.sm_inc(SmKind::Meta, v)?;
+            } else {
+                self.sm_inc(SmKind::Data, v >> 24)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops one reference to the tree rooted at `b`; when a node's count
+    /// reaches zero everything it references is released too (for top-level
+    /// trees including the devices' mapping trees and their data blocks).
+    pub(crate) fn dec_tree(&mut self, b: u64, kind: TreeKind, depth: usize) -> CoreResult<()> {
+        if depth > MAX_RELEASE_DEPTH {
+            return Err(corrupt(Corruption::TooDeep));
+        }
+        self.check_meta_block(b)?;
+        let count = self.sm_count(SmKind::Meta, false, b)?;
+        if count == 0 {
+            return Err(corrupt(Corruption::RefCount));
+        }
+        if count == 1 {
+            // Release the children first: `b` stays allocated meanwhile.
+            let h = self.node_header(b, kind)?;
+            for i in 0..h.nr_entries {
+                let v = self.node_value_u64(b, &h, i)?;
+                if !h.leaf {
+                    self.dec_tree(v, kind, depth + 1)?;
+                } else {
+                    match kind {
+                        TreeKind::TopLevel => self.dec_tree(v, TreeKind::Mapping, depth + 1)?,
+                        TreeKind::Mapping => {
+                            self.sm_dec(SmKind::Data, v >> 24)?;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        self.sm_dec(SmKind::Meta, b)?;
+        Ok(())
+    }
+
+    /// Looks `key` up.
+    pub(crate) fn btree_lookup(
+        &self,
+        root: u64,
+        key: u64,
+        kind: TreeKind,
+    ) -> CoreResult<Option<Value>> {
+        let mut cur = root;
+        for _ in 0..MAX_DEPTH {
+            self.check_meta_block(cur)?;
+            let g = self.store.read(cur, BlockKind::Node)?;
+            let h = node::check(&g, kind.value_size())?;
+            let idx = node::lower_bound(&g, &h, key)?;
+            if h.leaf {
+                return match idx {
+                    Some(i) if node::key(&g, &h, i)? == key => {
+                        Ok(Some(Value::from_slice(node::value(&g, &h, i)?)))
+                    }
+                    _ => Ok(None),
+                };
+            }
+            match idx {
+                None => return Ok(None),
+                Some(i) => cur = node::value_u64(&g, &h, i)?,
+            }
+        }
+        Err(corrupt(Corruption::TooDeep))
+    }
+
+    /// Looks `key` up and reports whether any node on its path (root
+    /// included) or, for mapping trees, the data block has a count above 1.
+    pub(crate) fn btree_lookup_shared(
+        &self,
+        root: u64,
+        key: u64,
+        kind: TreeKind,
+    ) -> CoreResult<Option<(Value, bool)>> {
+        let mut cur = root;
+        let mut shared = false;
+        for _ in 0..MAX_DEPTH {
+            shared |= self.sm_count(SmKind::Meta, false, cur)? > 1;
+            self.check_meta_block(cur)?;
+            let g = self.store.read(cur, BlockKind::Node)?;
+            let h = node::check(&g, kind.value_size())?;
+            let idx = node::lower_bound(&g, &h, key)?;
+            if h.leaf {
+                return match idx {
+                    Some(i) if node::key(&g, &h, i)? == key => {
+                        let v = Value::from_slice(node::value(&g, &h, i)?);
+                        drop(g);
+                        if kind == TreeKind::Mapping {
+                            shared |= self.sm_count(SmKind::Data, false, v.as_u64() >> 24)? > 1;
+                        }
+                        Ok(Some((v, shared)))
+                    }
+                    _ => Ok(None),
+                };
+            }
+            match idx {
+                None => return Ok(None),
+                Some(i) => cur = node::value_u64(&g, &h, i)?,
+            }
+        }
+        Err(corrupt(Corruption::TooDeep))
+    }
+
+    /// Inserts or overwrites `key`. Returns the new root and the old value.
+    pub(crate) fn btree_insert(
+        &mut self,
+        root: u64,
+        key: u64,
+        value: &[u8],
+        kind: TreeKind,
+    ) -> CoreResult<(u64, Option<Value>)> {
+        if value.len() != kind.value_size() {
+            return Err(CoreError::Invalid);
+        }
+        let root = self.shadow(root, kind)?;
+        if self.node_header(root, kind)?.is_full() {
+            self.split_beneath(root, kind)?;
+        }
+        let mut cur = root;
+        for _ in 0..MAX_DEPTH {
+            let (h, idx) = {
+                let g = self.store.read(cur, BlockKind::Node)?;
+                let h = node::check(&g, kind.value_size())?;
+                (h, node::lower_bound(&g, &h, key)?)
+            };
+            if h.leaf {
+                let mut g = self.store.write(cur, BlockKind::Node)?;
+                let mut h = h;
+                if let Some(i) = idx {
+                    if node::key(&g, &h, i)? == key {
+                        let old = Value::from_slice(node::value(&g, &h, i)?);
+                        node::set_value(&mut g, &h, i, value)?;
+                        return Ok((root, Some(old)));
+                    }
+                }
+                let pos = idx.map_or(0, |i| i + 1);
+                node::insert_at(&mut g, &mut h, pos, key, value)?;
+                return Ok((root, None));
+            }
+            let i = match idx {
+                Some(i) => i,
+                None => {
+                    let mut g = self.store.write(cur, BlockKind::Node)?;
+                    node::set_key(&mut g, &h, 0, key)?;
+                    0
+                }
+            };
+            let child = self.node_value_u64(cur, &h, i)?;
+            let nc = self.shadow(child, kind)?;
+            if nc != child {
+                let mut g = self.store.write(cur, BlockKind::Node)?;
+                node::set_value(&mut g, &h, i, &nc.to_le_bytes())?;
+            }
+            if self.node_header(nc, kind)?.is_full() {
+                let (sib, sib_key) = self.split_node(nc, kind)?;
+                let mut g = self.store.write(cur, BlockKind::Node)?;
+                let mut h = node::check(&g, kind.value_size())?;
+                node::insert_at(&mut g, &mut h, i + 1, sib_key, &sib.to_le_bytes())?;
+                cur = if key >= sib_key { sib } else { nc };
+            } else {
+                cur = nc;
+            }
+        }
+        Err(corrupt(Corruption::TooDeep))
+    }
+
+    /// Moves the upper half of (writable, full) node `b` into a new sibling.
+    fn split_node(&mut self, b: u64, kind: TreeKind) -> CoreResult<(u64, u64)> {
+        let h = self.node_header(b, kind)?;
+        let mid = h.nr_entries / 2;
+        let sib = self.meta_alloc()?;
+        self.store.copy(b, sib, BlockKind::Node)?;
+        {
+            let mut g = self.store.write(b, BlockKind::Node)?;
+            let mut hh = h;
+            node::set_nr(&mut g, &mut hh, mid)?;
+        }
+        let mut g = self.store.write(sib, BlockKind::Node)?;
+        let mut hh = h;
+        node::drop_front(&mut g, &mut hh, mid)?;
+        let k = node::key(&g, &hh, 0)?;
+        Ok((sib, k))
+    }
+
+    /// Splits a full root into two new children; the root block becomes an
+    /// internal node with two entries (its location never changes).
+    fn split_beneath(&mut self, root: u64, kind: TreeKind) -> CoreResult<()> {
+        let h = self.node_header(root, kind)?;
+        let mid = h.nr_entries / 2;
+        let left = self.meta_alloc()?;
+        self.store.copy(root, left, BlockKind::Node)?;
+        let right = self.meta_alloc()?;
+        self.store.copy(root, right, BlockKind::Node)?;
+        let lk = {
+            let mut g = self.store.write(left, BlockKind::Node)?;
+            let mut hh = h;
+            node::set_nr(&mut g, &mut hh, mid)?;
+            node::key(&g, &hh, 0)?
+        };
+        let rk = {
+            let mut g = self.store.write(right, BlockKind::Node)?;
+            let mut hh = h;
+            node::drop_front(&mut g, &mut hh, mid)?;
+            node::key(&g, &hh, 0)?
+        };
+        let mut g = self.store.write(root, BlockKind::Node)?;
+        let mut nh = node::init(&mut g, false, 8)?;
+        node::insert_at(&mut g, &mut nh, 0, lk, &left.to_le_bytes())?;
+        node::insert_at(&mut g, &mut nh, 1, rk, &right.to_le_bytes())
+    }
+
+    /// Shadows the path to an existing `key`. Returns the new root, the
+    /// (writable) leaf and the entry's index in it.
+    pub(crate) fn btree_shadow_path(
+        &mut self,
+        root: u64,
+        key: u64,
+        kind: TreeKind,
+    ) -> CoreResult<(u64, u64, usize)> {
+        if self.btree_lookup(root, key, kind)?.is_none() {
+            return Err(CoreError::NotFound);
+        }
+        let root = self.shadow(root, kind)?;
+        let mut cur = root;
+        for _ in 0..MAX_DEPTH {
+            let (h, idx) = {
+                let g = self.store.read(cur, BlockKind::Node)?;
+                let h = node::check(&g, kind.value_size())?;
+                (h, node::lower_bound(&g, &h, key)?)
+            };
+            let i = idx.ok_or(corrupt(Corruption::KeyOrder))?;
+            if h.leaf {
+                if self.node_key(cur, &h, i)? != key {
+                    return Err(corrupt(Corruption::KeyOrder));
+                }
+                return Ok((root, cur, i));
+            }
+            let child = self.node_value_u64(cur, &h, i)?;
+            let nc = self.shadow(child, kind)?;
+            if nc != child {
+                let mut g = self.store.write(cur, BlockKind::Node)?;
+                node::set_value(&mut g, &h, i, &nc.to_le_bytes())?;
+            }
+            cur = nc;
+        }
+        Err(corrupt(Corruption::TooDeep))
+    }
+
+    /// Value `i` of leaf `b`.
+    pub(crate) fn leaf_value(&self, b: u64, i: usize, kind: TreeKind) -> CoreResult<Value> {
+        let g = self.store.read(b, BlockKind::Node)?;
+        let h = node::check(&g, kind.value_size())?;
+        if !h.leaf || i >= h.nr_entries {
+            return Err(corrupt(Corruption::NodeHeader));
+        }
+        Ok(Value::from_slice(node::value(&g, &h, i)?))
+    }
+
+    /// Overwrites value `i` of a writable leaf (no reference-count semantics).
+    pub(crate) fn set_leaf_value(
+        &mut self,
+        b: u64,
+        i: usize,
+        v: &[u8],
+        kind: TreeKind,
+    ) -> CoreResult<()> {
+        let mut g = self.store.write(b, BlockKind::Node)?;
+        let h = node::check(&g, kind.value_size())?;
+        if !h.leaf || i >= h.nr_entries {
+            return Err(corrupt(Corruption::NodeHeader));
+        }
+        node::set_value(&mut g, &h, i, v)
+    }
+
+    /// Removes `key`. Returns the new root and the removed value. The caller
+    /// releases whatever the value referenced.
+    pub(crate) fn btree_remove(
+        &mut self,
+        root: u64,
+        key: u64,
+        kind: TreeKind,
+    ) -> CoreResult<(u64, Option<Value>)> {
+        if self.btree_lookup(root, key, kind)?.is_none() {
+            return Ok((root, None));
+        }
+        let root = self.shadow(root, kind)?;
+        let mut spine = [(0u64, 0usize); MAX_DEPTH];
+        let mut depth = 0usize;
+        let mut cur = root;
+        let (old, leaf_left) = loop {
+            let (h, idx) = {
+                let g = self.store.read(cur, BlockKind::Node)?;
+                let h = node::check(&g, kind.value_size())?;
+                (h, node::lower_bound(&g, &h, key)?)
+            };
+            let i = idx.ok_or(corrupt(Corruption::KeyOrder))?;
+            if h.leaf {
+                let mut g = self.store.write(cur, BlockKind::Node)?;
+                let mut h = h;
+                if node::key(&g, &h, i)? != key {
+                    return Err(corrupt(Corruption::KeyOrder));
+                }
+                let old = Value::from_slice(node::value(&g, &h, i)?);
+                node::remove_at(&mut g, &mut h, i)?;
+                break (old, h.nr_entries);
+            }
+            let slot = spine.get_mut(depth).ok_or(corrupt(Corruption::TooDeep))?;
+            *slot = (cur, i);
+            depth += 1;
+            let child = self.node_value_u64(cur, &h, i)?;
+            let nc = self.shadow(child, kind)?;
+            if nc != child {
+                let mut g = self.store.write(cur, BlockKind::Node)?;
+                node::set_value(&mut g, &h, i, &nc.to_le_bytes())?;
+            }
+            cur = nc;
+        };
+        // Unlink emptied nodes bottom-up (all of them are writable: shadowed).
+        let mut empty = leaf_left == 0;
+        let mut nb = cur;
+        while empty && depth > 0 {
+            depth -= 1;
+            let (parent, i) = *spine.get(depth).ok_or(corrupt(Corruption::TooDeep))?;
+            let left = {
+                let mut g = self.store.write(parent, BlockKind::Node)?;
+                let mut ph = node::check(&g, kind.value_size())?;
+                node::remove_at(&mut g, &mut ph, i)?;
+                ph.nr_entries
+            };
+            self.sm_dec(SmKind::Meta, nb)?;
+            nb = parent;
+            empty = left == 0;
+        }
+        if empty {
+            let mut g = self.store.write(root, BlockKind::Node)?;
+            node::init(&mut g, true, kind.value_size())?;
+        }
+        self.collapse_root(root, kind)?;
+        Ok((root, Some(old)))
+    }
+
+    /// While the (writable) root is internal with a single child, copies the
+    /// child into the root.
+    fn collapse_root(&mut self, root: u64, kind: TreeKind) -> CoreResult<()> {
+        for _ in 0..MAX_DEPTH {
+            let h = self.node_header(root, kind)?;
+            if h.leaf || h.nr_entries != 1 {
+                return Ok(());
+            }
+            let child = self.node_value_u64(root, &h, 0)?;
+            self.node_header(child, kind)?;
+            let count = self.sm_count(SmKind::Meta, false, child)?;
+            if count == 0 {
+                return Err(corrupt(Corruption::RefCount));
+            }
+            self.store.copy(child, root, BlockKind::Node)?;
+            if count > 1 {
+                self.inc_children(root, kind)?;
+            }
+            self.sm_dec(SmKind::Meta, child)?;
+        }
+        Err(corrupt(Corruption::TooDeep))
+    }
+
+    /// First entry with key `>= key`.
+    pub(crate) fn btree_lookup_ge(
+        &self,
+        root: u64,
+        key: u64,
+        kind: TreeKind,
+    ) -> CoreResult<Option<(u64, Value)>> {
+        // (node, child index taken, nr_entries)
+        let mut spine = [(0u64, 0usize, 0usize); MAX_DEPTH];
+        let mut depth = 0usize;
+        let mut cur = root;
+        let mut search = Some(key);
+        loop {
+            self.check_meta_block(cur)?;
+            let g = self.store.read(cur, BlockKind::Node)?;
+            let h = node::check(&g, kind.value_size())?;
+            if !h.leaf {
+                let i = match search {
+                    Some(k) => node::lower_bound(&g, &h, k)?.unwrap_or(0),
+                    None => 0,
+                };
+                let slot = spine.get_mut(depth).ok_or(corrupt(Corruption::TooDeep))?;
+                *slot = (cur, i, h.nr_entries);
+                depth += 1;
+                cur = node::value_u64(&g, &h, i)?;
+                continue;
+            }
+            let start = match search {
+                Some(k) => match node::lower_bound(&g, &h, k)? {
+                    Some(i) if node::key(&g, &h, i)? == k => i,
+                    Some(i) => i + 1,
+                    None => 0,
+                },
+                None => 0,
+            };
+            if start < h.nr_entries {
+                return Ok(Some((
+                    node::key(&g, &h, start)?,
+                    Value::from_slice(node::value(&g, &h, start)?),
+                )));
+            }
+            drop(g);
+            // Move to the next subtree to the right.
+            loop {
+                if depth == 0 {
+                    return Ok(None);
+                }
+                depth -= 1;
+                let (b, i, nr) = *spine.get(depth).ok_or(corrupt(Corruption::TooDeep))?;
+                if i + 1 < nr {
+                    if let Some(slot) = spine.get_mut(depth) {
+                        *slot = (b, i + 1, nr);
+                    }
+                    depth += 1;
+                    let h = self.node_header(b, kind)?;
+                    cur = self.node_value_u64(b, &h, i + 1)?;
+                    search = None;
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Largest key in the tree.
+    pub(crate) fn btree_last_key(&self, root: u64, kind: TreeKind) -> CoreResult<Option<u64>> {
+        let mut cur = root;
+        for _ in 0..MAX_DEPTH {
+            let h = self.node_header(cur, kind)?;
+            if h.nr_entries == 0 {
+                return Ok(None);
+            }
+            if h.leaf {
+                return self.node_key(cur, &h, h.nr_entries - 1).map(Some);
+            }
+            cur = self.node_value_u64(cur, &h, h.nr_entries - 1)?;
+        }
+        Err(corrupt(Corruption::TooDeep))
+    }
+
+    /// Calls `f` for every entry in key order.
+    pub(crate) fn btree_walk(
+        &self,
+        root: u64,
+        kind: TreeKind,
+        f: &mut dyn FnMut(u64, &[u8]) -> CoreResult<()>,
+    ) -> CoreResult<()> {
+        self.walk_rec(root, kind, 0, f)
+    }
+
+    fn walk_rec(
+        &self,
+        b: u64,
+        kind: TreeKind,
+        depth: usize,
+        f: &mut dyn FnMut(u64, &[u8]) -> CoreResult<()>,
+    ) -> CoreResult<()> {
+        if depth >= MAX_DEPTH {
+            return Err(corrupt(Corruption::TooDeep));
+        }
+        let h = self.node_header(b, kind)?;
+        if h.leaf {
+            let g = self.store.read(b, BlockKind::Node)?;
+            for i in 0..h.nr_entries {
+                f(node::key(&g, &h, i)?, node::value(&g, &h, i)?)?;
+            }
+            return Ok(());
+        }
+        for i in 0..h.nr_entries {
+            let c = self.node_value_u64(b, &h, i)?;
+            self.walk_rec(c, kind, depth + 1, f)?;
+        }
+        Ok(())
+    }
+}

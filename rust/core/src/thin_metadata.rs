@@ -1,0 +1,754 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The thin-pool metadata object: devices, mappings, transactions and
+//! metadata snapshots on top of the B-trees and space maps (spec 1.5, 2.4-2.10).
+//!
+//! Every mutating call marks the metadata "in service"; [`ThinMetadata::commit`]
+//! then makes the whole transaction durable (superblock written last) and does
+//! nothing at all if nothing changed. If a mutating call fails, the transaction
+//! may be half applied: the caller must [`ThinMetadata::abort`], which returns
+//! to the last commit (dm-thin does the same and switches the pool to
+//! read-only).
+
+use crate::block_store::BlockStore;
+use crate::btree::TreeKind;
+use crate::checksum::BlockKind;
+use crate::codec::{get_u32, get_u64, put_u32, put_u64};
+use crate::core_error::{corrupt, CoreError, CoreResult, Corruption};
+use crate::space_map::{self, IndexEntry, SmKind, ENTRIES_PER_BITMAP, MAX_METADATA_BLOCKS};
+use crate::superblock::{self, SmRoot, Superblock, FLAG_NEEDS_CHECK, SUPERBLOCK_LOCATION};
+use crate::tm::Tm;
+
+/// Largest thin device id accepted by dm-thin's messages (24 bits).
+pub const MAX_DEV_ID: u64 = (1 << 24) - 1;
+/// Largest snapshot time representable in a mapping (24 bits).
+pub const MAX_TIME: u32 = (1 << 24) - 1;
+/// Largest data block number representable in a mapping (40 bits).
+pub const MAX_DATA_BLOCK: u64 = (1 << 40) - 1;
+/// Smallest metadata device accepted by [`ThinMetadata::format`], in blocks.
+pub const MIN_METADATA_BLOCKS: u64 = 32;
+
+/// `disk_device_details` (24 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DeviceDetails {
+    /// Number of mapped virtual blocks.
+    pub mapped_blocks: u64,
+    /// Pool transaction id when the device was created.
+    pub transaction_id: u64,
+    /// Pool time at creation.
+    pub creation_time: u32,
+    /// Pool time when the device was last snapshotted (or created).
+    pub snapshotted_time: u32,
+}
+
+impl DeviceDetails {
+    /// Encodes the on-disk record.
+    pub fn encode(&self) -> [u8; 24] {
+        let mut b = [0u8; 24];
+        let _ = put_u64(&mut b, 0, self.mapped_blocks);
+        let _ = put_u64(&mut b, 8, self.transaction_id);
+        let _ = put_u32(&mut b, 16, self.creation_time);
+        let _ = put_u32(&mut b, 20, self.snapshotted_time);
+        b
+    }
+
+    /// Decodes the on-disk record.
+    pub fn decode(b: &[u8]) -> CoreResult<Self> {
+        Ok(DeviceDetails {
+            mapped_blocks: get_u64(b, 0)?,
+            transaction_id: get_u64(b, 8)?,
+            creation_time: get_u32(b, 16)?,
+            snapshotted_time: get_u32(b, 20)?,
+        })
+    }
+}
+
+/// One mapping: a data block and the time it was mapped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mapping {
+    /// Data block (40 bits).
+    pub data_block: u64,
+    /// Pool time when the mapping was inserted (24 bits).
+    pub time: u32,
+}
+
+impl Mapping {
+    /// The on-disk `block_time` value.
+    pub fn pack(&self) -> u64 {
+        (self.data_block << 24) | u64::from(self.time & MAX_TIME)
+    }
+
+    /// Decodes a `block_time` value.
+    pub fn unpack(v: u64) -> Self {
+        Mapping {
+            data_block: v >> 24,
+            time: (v & u64::from(MAX_TIME)) as u32,
+        }
+    }
+}
+
+/// Result of a mapping lookup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LookupResult {
+    /// The mapping.
+    pub mapping: Mapping,
+    /// dm-thin's sharing rule: the device was snapshotted after the mapping
+    /// was made (`snapshotted_time > time`), so writes must break sharing.
+    pub shared: bool,
+}
+
+/// Space usage of one space map, as dm-thin reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpaceUsage {
+    /// Total blocks.
+    pub total: u64,
+    /// Free blocks (dm-thin semantics, see spec 2.8).
+    pub free: u64,
+}
+
+/// Thin-pool metadata over a block store.
+pub struct ThinMetadata<S: BlockStore> {
+    tm: Tm<S>,
+    sb: Superblock,
+    committed: Superblock,
+    dirty: bool,
+}
+
+impl<S: BlockStore> ThinMetadata<S> {
+    /// Formats the store as empty thin-pool metadata (no devices, time 0,
+    /// transaction id 0) with a data space map of `nr_data_blocks`, and commits.
+    /// At most [`MAX_METADATA_BLOCKS`] blocks of the store are used.
+    pub fn format(store: S, data_block_size: u32, nr_data_blocks: u64) -> CoreResult<Self> {
+        let nr = store.nr_blocks().min(MAX_METADATA_BLOCKS);
+        if nr < MIN_METADATA_BLOCKS || nr_data_blocks > MAX_DATA_BLOCK.saturating_add(1) {
+            return Err(CoreError::NoSpace);
+        }
+        let nb = space_map::nr_bitmaps(nr);
+        // Layout: 0 superblock, 1 metadata index, 2.. bitmaps (all in bitmap 0's range).
+        let used = 2 + nb;
+        let mut tm = Tm::new(store, SmRoot::default(), SmRoot::default(), false);
+        {
+            let mut g = tm.store.zeroed(1, BlockKind::Index)?;
+            for i in 0..nb {
+                let ie = IndexEntry {
+                    blocknr: 2 + i,
+                    nr_free: (ENTRIES_PER_BITMAP - if i == 0 { used } else { 0 }) as u32,
+                    none_free_before: if i == 0 { used as u32 } else { 0 },
+                };
+                let off = space_map::INDEX_ENTRIES_OFF + (i as usize) * space_map::INDEX_ENTRY_SIZE;
+                crate::codec::bytes_mut(&mut g, off, space_map::INDEX_ENTRY_SIZE)?
+                    .copy_from_slice(&ie.encode());
+            }
+        }
+        for i in 0..nb {
+            let mut g = tm.store.zeroed(2 + i, BlockKind::Bitmap)?;
+            if i == 0 {
+                for b in 0..used {
+                    space_map::bitmap_set(&mut g, b, 1)?;
+                }
+            }
+        }
+        tm.msm = SmRoot {
+            nr_blocks: nr,
+            nr_allocated: used,
+            bitmap_root: 1,
+            ref_count_root: 0,
+        };
+        tm.meta_new_blocks = used;
+        tm.msm.ref_count_root = tm.new_empty_tree(TreeKind::RefCount)?;
+        tm.dsm.bitmap_root = tm.new_empty_tree(TreeKind::DataIndex)?;
+        tm.dsm.ref_count_root = tm.new_empty_tree(TreeKind::RefCount)?;
+        tm.data_extend(nr_data_blocks)?;
+        let mapping_root = tm.new_empty_tree(TreeKind::TopLevel)?;
+        let details_root = tm.new_empty_tree(TreeKind::Details)?;
+        let sb = Superblock {
+            version: superblock::VERSION,
+            mapping_root,
+            details_root,
+            data_block_size,
+            metadata_nr_blocks: nr,
+            ..Default::default()
+        };
+        let mut md = ThinMetadata {
+            tm,
+            sb,
+            committed: sb,
+            dirty: true,
+        };
+        md.commit()?;
+        Ok(md)
+    }
+
+    /// Opens formatted metadata. `data_block_size`, if given, must match the
+    /// superblock. Returns [`CoreError::Unformatted`] if block 0 is all zero.
+    pub fn open(store: S, data_block_size: Option<u32>) -> CoreResult<Self> {
+        {
+            let g = store.read(SUPERBLOCK_LOCATION, BlockKind::Raw)?;
+            if g.iter().all(|&x| x == 0) {
+                return Err(CoreError::Unformatted);
+            }
+        }
+        let sb = {
+            let g = store.read(SUPERBLOCK_LOCATION, BlockKind::Superblock)?;
+            Superblock::decode(&g)?
+        };
+        if data_block_size.is_some_and(|d| d != sb.data_block_size) {
+            return Err(CoreError::Invalid);
+        }
+        let m = sb.meta_sm;
+        if m.nr_blocks > store.nr_blocks()
+            || m.nr_blocks > MAX_METADATA_BLOCKS
+            || m.nr_blocks < 3
+            || m.nr_allocated > m.nr_blocks
+            || sb.data_sm.nr_allocated > sb.data_sm.nr_blocks
+        {
+            return Err(corrupt(Corruption::Superblock));
+        }
+        let tm = Tm::new(store, sb.meta_sm, sb.data_sm, true);
+        for b in [
+            sb.mapping_root,
+            sb.details_root,
+            m.bitmap_root,
+            m.ref_count_root,
+            sb.data_sm.bitmap_root,
+            sb.data_sm.ref_count_root,
+        ] {
+            tm.check_meta_block(b)?;
+        }
+        if sb.held_root != 0 {
+            tm.check_meta_block(sb.held_root)?;
+        }
+        Ok(ThinMetadata {
+            tm,
+            sb,
+            committed: sb,
+            dirty: false,
+        })
+    }
+
+    /// Gives the block store back.
+    pub fn into_store(self) -> S {
+        self.tm.store
+    }
+
+    /// The block store.
+    pub fn store(&self) -> &S {
+        &self.tm.store
+    }
+
+    /// The superblock as of the last commit.
+    pub fn committed_superblock(&self) -> &Superblock {
+        &self.committed
+    }
+
+    /// True if the current transaction changed anything.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// Commits the transaction: flush all new metadata, then write the
+    /// superblock and flush again. Does nothing if nothing changed.
+    pub fn commit(&mut self) -> CoreResult<()> {
+        if !self.dirty {
+            return Ok(());
+        }
+        self.tm.store.flush()?;
+        let mut sb = self.sb;
+        sb.data_sm = self.tm.dsm;
+        sb.meta_sm = self.tm.msm;
+        {
+            let mut g = self
+                .tm
+                .store
+                .zeroed(SUPERBLOCK_LOCATION, BlockKind::Superblock)?;
+            sb.encode(&mut g)?;
+        }
+        self.tm.store.flush()?;
+        self.sb = sb;
+        self.committed = sb;
+        self.tm.mark_committed();
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// Abandons the current transaction: the in-core state returns to the
+    /// last commit. Blocks written meanwhile all lie in space that is free in
+    /// the committed state.
+    pub fn abort(&mut self) {
+        self.sb = self.committed;
+        self.tm.rollback();
+        self.dirty = false;
+    }
+
+    /// Sets the needs_check flag in place (carrying the committed roots) and
+    /// flushes, as dm-thin does when it switches to read-only mode.
+    pub fn set_needs_check(&mut self) -> CoreResult<()> {
+        let mut c = self.committed;
+        c.flags |= FLAG_NEEDS_CHECK;
+        {
+            let mut g = self
+                .tm
+                .store
+                .zeroed(SUPERBLOCK_LOCATION, BlockKind::Superblock)?;
+            c.encode(&mut g)?;
+        }
+        self.tm.store.flush()?;
+        self.committed = c;
+        self.sb.flags |= FLAG_NEEDS_CHECK;
+        Ok(())
+    }
+
+    /// True if the needs_check flag is set.
+    pub fn needs_check(&self) -> bool {
+        self.sb.flags & FLAG_NEEDS_CHECK != 0
+    }
+
+    /// Current userspace transaction id.
+    pub fn transaction_id(&self) -> u64 {
+        self.sb.trans_id
+    }
+
+    /// Current snapshot time.
+    pub fn time(&self) -> u32 {
+        self.sb.time
+    }
+
+    /// Data block size in sectors.
+    pub fn data_block_size(&self) -> u32 {
+        self.sb.data_block_size
+    }
+
+    /// Held metadata snapshot location (0 = none).
+    pub fn held_root(&self) -> u64 {
+        self.sb.held_root
+    }
+
+    /// `set_transaction_id <cur> <new>`: compare-and-swap.
+    pub fn set_transaction_id(&mut self, cur: u64, new: u64) -> CoreResult<()> {
+        if cur != self.sb.trans_id {
+            return Err(CoreError::Invalid);
+        }
+        self.dirty = true;
+        self.sb.trans_id = new;
+        Ok(())
+    }
+
+    /// Details of device `dev`, if it exists.
+    pub fn device_details(&self, dev: u64) -> CoreResult<Option<DeviceDetails>> {
+        match self
+            .tm
+            .btree_lookup(self.sb.details_root, dev, TreeKind::Details)?
+        {
+            Some(v) => Ok(Some(DeviceDetails::decode(v.as_slice())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Smallest existing device id `>= from`.
+    pub fn next_device(&self, from: u64) -> CoreResult<Option<u64>> {
+        Ok(self
+            .tm
+            .btree_lookup_ge(self.sb.details_root, from, TreeKind::Details)?
+            .map(|(k, _)| k))
+    }
+
+    fn put_details(&mut self, dev: u64, d: &DeviceDetails) -> CoreResult<()> {
+        let (r, _) =
+            self.tm
+                .btree_insert(self.sb.details_root, dev, &d.encode(), TreeKind::Details)?;
+        self.sb.details_root = r;
+        Ok(())
+    }
+
+    fn existing(&self, dev: u64) -> CoreResult<DeviceDetails> {
+        self.device_details(dev)?.ok_or(CoreError::NotFound)
+    }
+
+    fn subtree_root(&self, dev: u64) -> CoreResult<u64> {
+        Ok(self
+            .tm
+            .btree_lookup(self.sb.mapping_root, dev, TreeKind::TopLevel)?
+            .ok_or(corrupt(Corruption::BlockOutOfRange))?
+            .as_u64())
+    }
+
+    /// `create_thin <dev>`.
+    pub fn create_thin(&mut self, dev: u64) -> CoreResult<()> {
+        if self.device_details(dev)?.is_some()
+            || self
+                .tm
+                .btree_lookup(self.sb.mapping_root, dev, TreeKind::TopLevel)?
+                .is_some()
+        {
+            return Err(CoreError::Exists);
+        }
+        self.dirty = true;
+        let root = self.tm.new_empty_tree(TreeKind::Mapping)?;
+        let (r, _) = self.tm.btree_insert(
+            self.sb.mapping_root,
+            dev,
+            &root.to_le_bytes(),
+            TreeKind::TopLevel,
+        )?;
+        self.sb.mapping_root = r;
+        let t = self.sb.time;
+        let d = DeviceDetails {
+            mapped_blocks: 0,
+            transaction_id: self.sb.trans_id,
+            creation_time: t,
+            snapshotted_time: t,
+        };
+        self.put_details(dev, &d)
+    }
+
+    /// `create_snap <dev> <origin>`: O(1), shares the origin's mapping tree.
+    pub fn create_snap(&mut self, dev: u64, origin: u64) -> CoreResult<()> {
+        if self.device_details(dev)?.is_some() {
+            return Err(CoreError::Exists);
+        }
+        let mut od = self.existing(origin)?;
+        let oroot = self.subtree_root(origin)?;
+        if self.sb.time >= MAX_TIME {
+            return Err(CoreError::NoSpace);
+        }
+        self.dirty = true;
+        self.sb.time += 1;
+        let t = self.sb.time;
+        self.tm.check_meta_block(oroot)?;
+        self.tm.sm_inc(SmKind::Meta, oroot)?;
+        let (r, _) = self.tm.btree_insert(
+            self.sb.mapping_root,
+            dev,
+            &oroot.to_le_bytes(),
+            TreeKind::TopLevel,
+        )?;
+        self.sb.mapping_root = r;
+        let d = DeviceDetails {
+            mapped_blocks: od.mapped_blocks,
+            transaction_id: self.sb.trans_id,
+            creation_time: t,
+            snapshotted_time: t,
+        };
+        self.put_details(dev, &d)?;
+        od.snapshotted_time = t;
+        self.put_details(origin, &od)
+    }
+
+    /// `delete <dev>`: releases the device's mapping tree; blocks whose count
+    /// drops to zero become free (reusable after the next commit).
+    pub fn delete(&mut self, dev: u64) -> CoreResult<()> {
+        self.existing(dev)?;
+        self.dirty = true;
+        let (r, _) = self
+            .tm
+            .btree_remove(self.sb.details_root, dev, TreeKind::Details)?;
+        self.sb.details_root = r;
+        let (r, old) = self
+            .tm
+            .btree_remove(self.sb.mapping_root, dev, TreeKind::TopLevel)?;
+        self.sb.mapping_root = r;
+        if let Some(v) = old {
+            self.tm.dec_tree(v.as_u64(), TreeKind::Mapping, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Looks up the mapping of `vblock` in device `dev`.
+    pub fn lookup(&self, dev: u64, vblock: u64) -> CoreResult<Option<LookupResult>> {
+        let d = self.existing(dev)?;
+        let sub = self.subtree_root(dev)?;
+        Ok(self
+            .tm
+            .btree_lookup(sub, vblock, TreeKind::Mapping)?
+            .map(|v| {
+                let mapping = Mapping::unpack(v.as_u64());
+                LookupResult {
+                    mapping,
+                    shared: d.snapshotted_time > mapping.time,
+                }
+            }))
+    }
+
+    /// Exact sharing answer from reference counts: true if the data block
+    /// mapped at `vblock` is referenced by more than one leaf, or any node on
+    /// the path to it (from the device's mapping root down) is shared with
+    /// another device or with the held metadata snapshot. `None` if unmapped.
+    pub fn mapping_is_shared(&self, dev: u64, vblock: u64) -> CoreResult<Option<bool>> {
+        self.existing(dev)?;
+        let sub = self.subtree_root(dev)?;
+        Ok(self
+            .tm
+            .btree_lookup_shared(sub, vblock, TreeKind::Mapping)?
+            .map(|(_, s)| s))
+    }
+
+    /// First mapping of `dev` at or after `vblock`.
+    pub fn next_mapping(&self, dev: u64, vblock: u64) -> CoreResult<Option<(u64, Mapping)>> {
+        self.existing(dev)?;
+        let sub = self.subtree_root(dev)?;
+        Ok(self
+            .tm
+            .btree_lookup_ge(sub, vblock, TreeKind::Mapping)?
+            .map(|(k, v)| (k, Mapping::unpack(v.as_u64()))))
+    }
+
+    /// Highest mapped virtual block of `dev`.
+    pub fn highest_mapped(&self, dev: u64) -> CoreResult<Option<u64>> {
+        self.existing(dev)?;
+        let sub = self.subtree_root(dev)?;
+        self.tm.btree_last_key(sub, TreeKind::Mapping)
+    }
+
+    /// Maps `vblock` of `dev` to `data_block` (which the caller allocated with
+    /// [`Self::alloc_data_block`], count 1) at the current time. A previous
+    /// mapping to a different block drops that block's reference.
+    pub fn insert_mapping(&mut self, dev: u64, vblock: u64, data_block: u64) -> CoreResult<()> {
+        let mut d = self.existing(dev)?;
+        if data_block >= self.tm.dsm.nr_blocks || data_block > MAX_DATA_BLOCK {
+            return Err(CoreError::Invalid);
+        }
+        self.dirty = true;
+        let (top, leaf, idx) =
+            self.tm
+                .btree_shadow_path(self.sb.mapping_root, dev, TreeKind::TopLevel)?;
+        self.sb.mapping_root = top;
+        let sub = self.tm.leaf_value(leaf, idx, TreeKind::TopLevel)?.as_u64();
+        let bt = Mapping {
+            data_block,
+            time: self.sb.time,
+        }
+        .pack();
+        let (nsub, old) =
+            self.tm
+                .btree_insert(sub, vblock, &bt.to_le_bytes(), TreeKind::Mapping)?;
+        self.tm
+            .set_leaf_value(leaf, idx, &nsub.to_le_bytes(), TreeKind::TopLevel)?;
+        match old {
+            Some(o) => {
+                let ob = Mapping::unpack(o.as_u64()).data_block;
+                if ob != data_block {
+                    self.tm.sm_dec(SmKind::Data, ob)?;
+                }
+                Ok(())
+            }
+            None => {
+                d.mapped_blocks = d.mapped_blocks.saturating_add(1);
+                self.put_details(dev, &d)
+            }
+        }
+    }
+
+    /// Removes the mappings of `dev` in `[begin, end)`, releasing their data
+    /// blocks. Returns how many were removed.
+    pub fn remove_range(&mut self, dev: u64, begin: u64, end: u64) -> CoreResult<u64> {
+        let mut d = self.existing(dev)?;
+        let sub = self.subtree_root(dev)?;
+        match self.tm.btree_lookup_ge(sub, begin, TreeKind::Mapping)? {
+            Some((k, _)) if k < end => {}
+            _ => return Ok(0),
+        }
+        self.dirty = true;
+        let (top, leaf, idx) =
+            self.tm
+                .btree_shadow_path(self.sb.mapping_root, dev, TreeKind::TopLevel)?;
+        self.sb.mapping_root = top;
+        let mut sub = self.tm.leaf_value(leaf, idx, TreeKind::TopLevel)?.as_u64();
+        let mut n = 0u64;
+        let mut from = begin;
+        let res = loop {
+            let (k, _) = match self.tm.btree_lookup_ge(sub, from, TreeKind::Mapping) {
+                Ok(Some(x)) if x.0 < end => x,
+                Ok(_) => break Ok(()),
+                Err(e) => break Err(e),
+            };
+            match self.tm.btree_remove(sub, k, TreeKind::Mapping) {
+                Ok((ns, Some(v))) => {
+                    sub = ns;
+                    n += 1;
+                    if let Err(e) = self
+                        .tm
+                        .sm_dec(SmKind::Data, Mapping::unpack(v.as_u64()).data_block)
+                    {
+                        break Err(e);
+                    }
+                }
+                Ok((ns, None)) => {
+                    sub = ns;
+                }
+                Err(e) => break Err(e),
+            }
+            match k.checked_add(1) {
+                Some(f) => from = f,
+                None => break Ok(()),
+            }
+        };
+        self.tm
+            .set_leaf_value(leaf, idx, &sub.to_le_bytes(), TreeKind::TopLevel)?;
+        res?;
+        d.mapped_blocks = d.mapped_blocks.saturating_sub(n);
+        self.put_details(dev, &d)?;
+        Ok(n)
+    }
+
+    /// Removes the mapping of `vblock`; returns false if it was not mapped.
+    pub fn remove_mapping(&mut self, dev: u64, vblock: u64) -> CoreResult<bool> {
+        let end = vblock.checked_add(1).ok_or(CoreError::Invalid)?;
+        Ok(self.remove_range(dev, vblock, end)? == 1)
+    }
+
+    /// Allocates a free data block (free now and at the last commit), count 1.
+    pub fn alloc_data_block(&mut self) -> CoreResult<u64> {
+        self.dirty = true;
+        self.tm.data_alloc()
+    }
+
+    /// Reference count of a data block.
+    pub fn data_block_count(&self, b: u64) -> CoreResult<u32> {
+        self.tm.sm_count(SmKind::Data, false, b)
+    }
+
+    /// Takes an extra reference on a data block.
+    pub fn data_block_inc(&mut self, b: u64) -> CoreResult<()> {
+        self.dirty = true;
+        self.tm.sm_inc(SmKind::Data, b).map(|_| ())
+    }
+
+    /// Drops a reference on a data block.
+    pub fn data_block_dec(&mut self, b: u64) -> CoreResult<()> {
+        self.dirty = true;
+        self.tm.sm_dec(SmKind::Data, b).map(|_| ())
+    }
+
+    /// Reference count of a metadata block.
+    pub fn metadata_block_count(&self, b: u64) -> CoreResult<u32> {
+        self.tm.sm_count(SmKind::Meta, false, b)
+    }
+
+    /// Data space usage (frees in this transaction count as free immediately).
+    pub fn data_usage(&self) -> SpaceUsage {
+        let r = self.tm.dsm;
+        SpaceUsage {
+            total: r.nr_blocks,
+            free: r.nr_blocks.saturating_sub(r.nr_allocated),
+        }
+    }
+
+    /// Metadata space usage (committed free count minus this transaction's
+    /// allocations, as dm-thin reports it).
+    pub fn metadata_usage(&self) -> SpaceUsage {
+        let c = self.tm.msm_c;
+        let (total, alloc) = if c.nr_blocks == 0 {
+            (self.tm.msm.nr_blocks, self.tm.msm.nr_allocated)
+        } else {
+            (
+                c.nr_blocks,
+                c.nr_allocated.saturating_add(self.tm.meta_new_blocks),
+            )
+        };
+        SpaceUsage {
+            total,
+            free: total.saturating_sub(alloc),
+        }
+    }
+
+    /// Number of metadata blocks with a non-zero count (current transaction).
+    pub fn metadata_allocated(&self) -> u64 {
+        self.tm.msm.nr_allocated
+    }
+
+    /// Grows the data space map to `nr_blocks` (shrinking is refused).
+    pub fn resize_data(&mut self, nr_blocks: u64) -> CoreResult<()> {
+        if nr_blocks == self.tm.dsm.nr_blocks {
+            return Ok(());
+        }
+        if nr_blocks > MAX_DATA_BLOCK.saturating_add(1) {
+            return Err(CoreError::Invalid);
+        }
+        self.dirty = true;
+        self.tm.data_extend(nr_blocks)
+    }
+
+    /// Grows the metadata space map to `nr_blocks` (capped at
+    /// [`MAX_METADATA_BLOCKS`]; must not exceed the store).
+    pub fn resize_metadata(&mut self, nr_blocks: u64) -> CoreResult<()> {
+        let n = nr_blocks.min(MAX_METADATA_BLOCKS);
+        if n == self.tm.msm.nr_blocks {
+            return Ok(());
+        }
+        self.dirty = true;
+        self.tm.meta_extend(n)
+    }
+
+    /// `reserve_metadata_snap`: commits, then makes a frozen copy of the
+    /// committed superblock whose trees are shared with the live ones.
+    pub fn reserve_metadata_snap(&mut self) -> CoreResult<u64> {
+        if self.sb.held_root != 0 {
+            return Err(CoreError::Busy);
+        }
+        self.commit()?;
+        self.dirty = true;
+        let h = self.tm.meta_alloc()?;
+        self.tm
+            .store
+            .copy(SUPERBLOCK_LOCATION, h, BlockKind::Superblock)?;
+        {
+            let mut g = self.tm.store.write(h, BlockKind::Superblock)?;
+            crate::codec::zero(
+                &mut g,
+                superblock::off::DATA_SM_ROOT,
+                2 * superblock::SPACE_MAP_ROOT_SIZE,
+            )?;
+            put_u64(&mut g, superblock::off::HELD_ROOT, 0)?;
+            put_u64(&mut g, 8, h)?;
+        }
+        self.tm.sm_inc(SmKind::Meta, self.sb.mapping_root)?;
+        self.tm.sm_inc(SmKind::Meta, self.sb.details_root)?;
+        self.sb.held_root = h;
+        Ok(h)
+    }
+
+    /// `release_metadata_snap`: drops the held snapshot and its references.
+    pub fn release_metadata_snap(&mut self) -> CoreResult<()> {
+        let h = self.sb.held_root;
+        if h == 0 {
+            return Err(CoreError::Invalid);
+        }
+        self.tm.check_meta_block(h)?;
+        let (mr, dr) = {
+            let g = self.tm.store.read(h, BlockKind::Superblock)?;
+            (
+                get_u64(&g, superblock::off::MAPPING_ROOT)?,
+                get_u64(&g, superblock::off::DETAILS_ROOT)?,
+            )
+        };
+        self.dirty = true;
+        self.sb.held_root = 0;
+        self.tm.dec_tree(mr, TreeKind::TopLevel, 0)?;
+        self.tm.dec_tree(dr, TreeKind::Details, 0)?;
+        self.tm.sm_dec(SmKind::Meta, h)?;
+        Ok(())
+    }
+
+    /// Calls `f(vblock, mapping)` for every mapping of `dev` in order.
+    pub fn for_each_mapping(
+        &self,
+        dev: u64,
+        f: &mut dyn FnMut(u64, Mapping) -> CoreResult<()>,
+    ) -> CoreResult<()> {
+        self.existing(dev)?;
+        let sub = self.subtree_root(dev)?;
+        self.tm.btree_walk(sub, TreeKind::Mapping, &mut |k, v| {
+            f(k, Mapping::unpack(crate::codec::u64_of(v)?))
+        })
+    }
+
+    /// Calls `f(dev, details)` for every device in id order.
+    pub fn for_each_device(
+        &self,
+        f: &mut dyn FnMut(u64, DeviceDetails) -> CoreResult<()>,
+    ) -> CoreResult<()> {
+        self.tm
+            .btree_walk(self.sb.details_root, TreeKind::Details, &mut |k, v| {
+                f(k, DeviceDetails::decode(v)?)
+            })
+    }
+}

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Transaction manager: the block store plus the in-core roots of both space
+//! maps, for the current transaction and for the last commit.
+//!
+//! All persistent state lives in blocks; the in-core state is a handful of
+//! roots. Consequently:
+//!
+//! * "allocated in this transaction" is exactly "count 0 in the committed
+//!   metadata space map" (a block may only be allocated if it is free in both
+//!   the current and the committed map), so no shadow set is kept: a block is
+//!   written in place iff its committed count is 0 and its current count is 1;
+//! * abort is forgetting the current roots;
+//! * commit is flushing the store, then writing the superblock.
+//!
+//! The metadata space map is self-hosted; see `space_map` for how the
+//! recursion is bounded.
+
+use crate::block_store::BlockStore;
+use crate::core_error::{CoreError, CoreResult};
+use crate::superblock::SmRoot;
+
+/// Maximum number of blocks chosen for the metadata space map's own use but not
+/// yet recorded in its bitmaps (see `space_map`).
+const MAX_RESERVED: usize = 16;
+
+/// The transaction manager. Crate-internal; the public face is
+/// [`crate::thin_metadata::ThinMetadata`].
+pub(crate) struct Tm<S: BlockStore> {
+    pub(crate) store: S,
+    /// Metadata space map, current transaction.
+    pub(crate) msm: SmRoot,
+    /// Metadata space map as of the last commit (all-zero before the first).
+    pub(crate) msm_c: SmRoot,
+    /// Data space map, current transaction.
+    pub(crate) dsm: SmRoot,
+    /// Data space map as of the last commit.
+    pub(crate) dsm_c: SmRoot,
+    reserved: [u64; MAX_RESERVED],
+    nr_reserved: usize,
+    /// Nesting depth of metadata space-map updates.
+    pub(crate) sm_depth: usize,
+    pub(crate) meta_hint: u64,
+    pub(crate) data_hint: u64,
+    /// Metadata blocks allocated in this transaction.
+    pub(crate) meta_new_blocks: u64,
+}
+
+impl<S: BlockStore> Tm<S> {
+    pub(crate) fn new(store: S, msm: SmRoot, dsm: SmRoot, committed: bool) -> Self {
+        let zero = SmRoot::default();
+        Tm {
+            store,
+            msm,
+            msm_c: if committed { msm } else { zero },
+            dsm,
+            dsm_c: if committed { dsm } else { zero },
+            reserved: [0; MAX_RESERVED],
+            nr_reserved: 0,
+            sm_depth: 0,
+            meta_hint: 0,
+            data_hint: 0,
+            meta_new_blocks: 0,
+        }
+    }
+
+    /// Makes the current state the committed one (after the superblock is durable).
+    pub(crate) fn mark_committed(&mut self) {
+        self.msm_c = self.msm;
+        self.dsm_c = self.dsm;
+        self.meta_new_blocks = 0;
+        self.nr_reserved = 0;
+        self.sm_depth = 0;
+    }
+
+    /// Throws the current transaction away.
+    pub(crate) fn rollback(&mut self) {
+        self.msm = self.msm_c;
+        self.dsm = self.dsm_c;
+        self.meta_new_blocks = 0;
+        self.nr_reserved = 0;
+        self.sm_depth = 0;
+    }
+
+    pub(crate) fn is_reserved(&self, b: u64) -> bool {
+        self.reserved
+            .get(..self.nr_reserved)
+            .is_some_and(|r| r.contains(&b))
+    }
+
+    pub(crate) fn reserve(&mut self, b: u64) -> CoreResult<()> {
+        let slot = self
+            .reserved
+            .get_mut(self.nr_reserved)
+            .ok_or(CoreError::Internal)?;
+        *slot = b;
+        self.nr_reserved += 1;
+        Ok(())
+    }
+
+    pub(crate) fn unreserve(&mut self, b: u64) {
+        let n = self.nr_reserved;
+        if let Some(pos) = self
+            .reserved
+            .get(..n)
+            .and_then(|r| r.iter().position(|&x| x == b))
+        {
+            self.reserved.copy_within(pos + 1..n, pos);
+            self.nr_reserved = n - 1;
+        }
+    }
+}
