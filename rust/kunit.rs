@@ -6,6 +6,8 @@
 //! overflow checks on, no floats, no allocation, kernel stack.
 //! `scripts/check-core-mounts.sh` fails if a scenario is missing here.
 
+use kernel::prelude::*;
+
 #[kunit_tests(rthin_core)]
 mod core_suite {
     #[test]

@@ -8,12 +8,17 @@
 //! `KBox<T>` kept in `ti->private` from a successful `ctr` until `dtr`.
 
 use core::{
-    ffi::{c_char, c_int, c_uint, c_void, CStr},
+    ffi::CStr,
     fmt,
     marker::PhantomData,
     ptr::{self, NonNull},
 };
-use kernel::{bindings, error::to_result, prelude::*};
+use kernel::{
+    bindings,
+    error::to_result,
+    ffi::{c_char, c_int, c_uint, c_void},
+    prelude::*,
+};
 
 use super::{bindings as dm, bio::Bio};
 use crate::dm_status_buf::{DevNum, StatusBuf};
@@ -107,12 +112,6 @@ pub(crate) struct TargetCtx<'a> {
 }
 
 impl TargetCtx<'_> {
-    /// The length of the target in sectors.
-    pub(crate) fn len(&self) -> u64 {
-        // SAFETY: dm passes a valid target to ctr and nobody else uses it yet.
-        unsafe { self.ti.as_ref().len }
-    }
-
     /// Opens `path` (a device path or `major:minor`) with the table's mode;
     /// on failure the error carries `message`.
     pub(crate) fn get_device(
@@ -208,11 +207,18 @@ impl<T: TargetOps> TargetType<T> {
         // unregisters it, so dm never sees a dangling pointer.
         let ret = unsafe { dm::dm_register_target(raw.as_mut().get_mut()) };
         if let Err(e) = to_result(ret) {
-            pr_err!(
-                "cannot register target {:?}: {:?} (is another module using the name?)\n",
-                name,
-                e
-            );
+            if e == EBUSY {
+                pr_err!(
+                    "cannot register target {}: the name is taken (unload the module that holds it, e.g. dm-thin-pool, or load without dm_thin_names=1)\n",
+                    name.to_str().unwrap_or("?")
+                );
+            } else {
+                pr_err!(
+                    "cannot register target {}: error {}\n",
+                    name.to_str().unwrap_or("?"),
+                    e.to_errno()
+                );
+            }
             return Err(e);
         }
         Ok(Self {

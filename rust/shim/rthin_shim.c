@@ -5,11 +5,6 @@
  */
 #include "rthin_shim.h"
 
-enum req_op rthin_bio_op(const struct bio *bio)
-{
-	return bio_op(bio);
-}
-
 void rthin_bio_set_dev(struct bio *bio, struct block_device *bdev)
 {
 	bio_set_dev(bio, bdev);

@@ -11,7 +11,6 @@
 #include <linux/bio.h>
 #include <linux/device-mapper.h>
 
-enum req_op rthin_bio_op(const struct bio *bio);
 void rthin_bio_set_dev(struct bio *bio, struct block_device *bdev);
 blk_mode_t rthin_dm_table_mode(struct dm_target *ti);
 

@@ -7,7 +7,7 @@ run rmmod dm_rthin
 modprobe dm-thin-pool
 out=$(insmod /rthin/dm-rthin.ko dm_thin_names=1 2>&1) && fail "loaded despite dm-thin-pool holding the names"
 echo "$out"
-expect_dmesg "cannot register target"
+expect_dmesg "cannot register target thin-pool: the name is taken"
 run rmmod dm_thin_pool
 run insmod /rthin/dm-rthin.ko dm_thin_names=1
 dmsetup targets | grep -q '^thin-pool ' || fail "thin-pool is not registered by rthin"
