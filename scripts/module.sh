@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # Builds dm-rthin.ko with Kbuild inside the sysroot, against the test kernel,
-# at W=1; any compiler warning fails the build.
+# at W=1 with clippy (CLIPPY=1: the kernel's lint set, including
+# undocumented_unsafe_blocks); any compiler or clippy warning fails the build.
 #   RTHIN_SELFCHECK_FAIL=kunit  also builds a KUnit case that must fail (harness check).
 . "$(dirname "$0")/lib.sh"
 
@@ -15,7 +16,7 @@ mkdir -p "$RTHIN_OUT/$outdir"
 log "building dm-rthin.ko (W=1) into build/$outdir"
 buildlog=$RTHIN_OUT/$outdir/build.log
 if ! in_sysroot make -s -C "$RTHIN_KBUILD_IN" M="$RTHIN_SRC_IN" MO="$RTHIN_SRC_IN/build/$outdir" \
-	W=1 RTHIN_SELFCHECK_FAIL="$selfcheck" -j"$(($(nproc) + 1))" modules >"$buildlog" 2>&1; then
+	W=1 CLIPPY=1 RTHIN_SELFCHECK_FAIL="$selfcheck" -j"$(($(nproc) + 1))" modules >"$buildlog" 2>&1; then
 	cat "$buildlog" >&2
 	die "module build failed"
 fi

@@ -6,7 +6,7 @@
 
 # Toolchain for the kernel and the module, then the VM's userspace.
 PACKAGES=(
-	linux-source-7.3 rustc rust-src bindgen clang llvm lld libclang-dev
+	linux-source-7.3 rustc rust-src rust-clippy bindgen clang llvm lld libclang-dev
 	gcc make bc bison flex libelf-dev libssl-dev cpio kmod xz-utils
 	busybox-static dmsetup fio thin-provisioning-tools lvm2
 	e2fsprogs xfsprogs util-linux python3

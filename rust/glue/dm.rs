@@ -246,6 +246,11 @@ unsafe fn private<'a, T: TargetOps>(ti: *mut dm::dm_target) -> &'a T {
     unsafe { &*(*ti).private.cast::<T>() }
 }
 
+/// dm's `ctr` callback for `T`.
+///
+/// # Safety
+/// Called by dm only: `ti` is a new target and `argv` holds `argc` valid C
+/// strings, all alive for the call.
 unsafe extern "C" fn ctr_trampoline<T: TargetOps>(
     ti: *mut dm::dm_target,
     argc: c_uint,
@@ -298,6 +303,10 @@ fn set_error(ti: NonNull<dm::dm_target>, message: &'static CStr) {
     unsafe { (*ti.as_ptr()).error = message.as_char_ptr().cast_mut() };
 }
 
+/// dm's `dtr` callback for `T`.
+///
+/// # Safety
+/// Called by dm only, once, after a successful `ctr` and with no bio in flight.
 unsafe extern "C" fn dtr_trampoline<T: TargetOps>(ti: *mut dm::dm_target) {
     // SAFETY: dm calls dtr once, after a successful ctr, when no bio is in
     // flight; `private` holds the box made by `ctr_trampoline`.
@@ -305,6 +314,10 @@ unsafe extern "C" fn dtr_trampoline<T: TargetOps>(ti: *mut dm::dm_target) {
     drop(boxed);
 }
 
+/// dm's `map` callback for `T`.
+///
+/// # Safety
+/// Called by dm only, between `ctr` and `dtr`, with a bio lent for the call.
 unsafe extern "C" fn map_trampoline<T: TargetOps>(
     ti: *mut dm::dm_target,
     bio: *mut bindings::bio,
@@ -318,6 +331,11 @@ unsafe extern "C" fn map_trampoline<T: TargetOps>(
     target.map(&mut bio).to_c()
 }
 
+/// dm's `status` callback for `T`.
+///
+/// # Safety
+/// Called by dm only, between `ctr` and `dtr`, with a writable `result` buffer
+/// of `maxlen` bytes.
 unsafe extern "C" fn status_trampoline<T: TargetOps>(
     ti: *mut dm::dm_target,
     status_type: dm::status_type_t,
@@ -348,6 +366,10 @@ unsafe extern "C" fn status_trampoline<T: TargetOps>(
     let _ = target.status(kind, &mut out);
 }
 
+/// dm's `iterate_devices` callback for `T`.
+///
+/// # Safety
+/// Called by dm only, between `ctr` and `dtr`, with a callout and its data.
 unsafe extern "C" fn iterate_devices_trampoline<T: TargetOps>(
     ti: *mut dm::dm_target,
     callout: dm::iterate_devices_callout_fn,
