@@ -12,6 +12,16 @@ use kernel::prelude::*;
 // ---- the pure core, shared with `rust/core/src/lib.rs` (keep the lists equal) ----
 #[path = "core/src/args.rs"]
 pub mod args;
+#[path = "core/src/block_store.rs"]
+pub mod block_store;
+#[path = "core/src/btree/mod.rs"]
+pub mod btree;
+#[path = "core/src/checksum.rs"]
+pub mod checksum;
+#[path = "core/src/codec.rs"]
+pub mod codec;
+#[path = "core/src/core_error.rs"]
+pub mod core_error;
 #[path = "core/src/dm_errno.rs"]
 pub mod dm_errno;
 #[path = "core/src/dm_message.rs"]
@@ -26,6 +36,14 @@ pub mod dm_status;
 pub mod dm_status_buf;
 #[path = "core/src/dm_thin_table.rs"]
 pub mod dm_thin_table;
+#[path = "core/src/space_map/mod.rs"]
+pub mod space_map;
+#[path = "core/src/superblock.rs"]
+pub mod superblock;
+#[path = "core/src/thin_metadata.rs"]
+pub mod thin_metadata;
+#[path = "core/src/tm.rs"]
+pub mod tm;
 // ---- end of core ----
 
 mod glue;
