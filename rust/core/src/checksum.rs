@@ -137,7 +137,9 @@ pub fn seal(kind: BlockKind, blocknr: u64, buf: &mut [u8]) -> CoreResult<()> {
     put_u32(buf, 0, c)
 }
 
-/// Validates a block read from media: its own block number, then its checksum.
+/// Validates a block read from media: its own block number, its checksum
+/// and, for B-tree nodes, the node structure (see
+/// [`crate::btree::node::check_structure`]).
 pub fn verify(kind: BlockKind, blocknr: u64, buf: &[u8]) -> CoreResult<()> {
     if kind == BlockKind::Raw {
         return Ok(());
@@ -148,6 +150,9 @@ pub fn verify(kind: BlockKind, blocknr: u64, buf: &[u8]) -> CoreResult<()> {
     }
     if get_u32(buf, 0)? != block_csum(kind, buf)? {
         return Err(corrupt(Corruption::Checksum));
+    }
+    if kind == BlockKind::Node {
+        crate::btree::node::check_structure(buf)?;
     }
     Ok(())
 }

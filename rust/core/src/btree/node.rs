@@ -60,13 +60,45 @@ impl Header {
     }
 }
 
-/// Validates a node's header and key order. `leaf_vs` is the value size the
-/// tree's leaves must have; internal nodes must have value size 8.
+fn raw_header(buf: &[u8]) -> CoreResult<(u32, usize, usize, usize)> {
+    Ok((
+        get_u32(buf, OFF_FLAGS)?,
+        get_u32(buf, OFF_NR)? as usize,
+        get_u32(buf, OFF_MAX)? as usize,
+        get_u32(buf, OFF_VS)? as usize,
+    ))
+}
+
+/// Structural validation of a node loaded from media, independent of the
+/// tree it belongs to (called by [`crate::checksum::verify`]): flags, entry
+/// counts, that the entries fit in the block, and strictly increasing keys.
+pub fn check_structure(buf: &[u8]) -> CoreResult<()> {
+    let (flags, nr, max, vs) = raw_header(buf)?;
+    let fits = vs
+        .checked_add(8)
+        .and_then(|per| per.checked_mul(max))
+        .and_then(|b| b.checked_add(HEADER_SIZE))
+        .is_some_and(|b| b <= BLOCK_SIZE);
+    if (flags != LEAF && flags != INTERNAL) || !fits || nr > max || (flags == INTERNAL && nr == 0) {
+        return Err(corrupt(Corruption::NodeHeader));
+    }
+    let mut prev: Option<u64> = None;
+    for i in 0..nr {
+        let k = get_u64(buf, HEADER_SIZE + 8 * i)?;
+        if prev.is_some_and(|p| p >= k) {
+            return Err(corrupt(Corruption::KeyOrder));
+        }
+        prev = Some(k);
+    }
+    Ok(())
+}
+
+/// Validates a node's header for a tree whose leaves have value size
+/// `leaf_vs` (internal nodes must have value size 8), with `max_entries`
+/// computed the kernel's way. Key order was checked when the block was
+/// loaded ([`check_structure`]).
 pub fn check(buf: &[u8], leaf_vs: usize) -> CoreResult<Header> {
-    let flags = get_u32(buf, OFF_FLAGS)?;
-    let nr = get_u32(buf, OFF_NR)? as usize;
-    let max = get_u32(buf, OFF_MAX)? as usize;
-    let vs = get_u32(buf, OFF_VS)? as usize;
+    let (flags, nr, max, vs) = raw_header(buf)?;
     let leaf = match flags {
         LEAF => true,
         INTERNAL => false,
@@ -76,21 +108,12 @@ pub fn check(buf: &[u8], leaf_vs: usize) -> CoreResult<Header> {
     if vs != want_vs || max != calc_max_entries(vs) || nr > max || (!leaf && nr == 0) {
         return Err(corrupt(Corruption::NodeHeader));
     }
-    let h = Header {
+    Ok(Header {
         leaf,
         nr_entries: nr,
         max_entries: max,
         value_size: vs,
-    };
-    let mut prev: Option<u64> = None;
-    for i in 0..nr {
-        let k = get_u64(buf, h.key_off(i))?;
-        if prev.is_some_and(|p| p >= k) {
-            return Err(corrupt(Corruption::KeyOrder));
-        }
-        prev = Some(k);
-    }
-    Ok(h)
+    })
 }
 
 /// Writes an empty node header (zeroing the whole node body).

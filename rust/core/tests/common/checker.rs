@@ -9,7 +9,7 @@ use rthin_core::btree::node;
 use rthin_core::btree::TreeKind;
 use rthin_core::checksum::BlockKind;
 use rthin_core::codec::{get_u64, u64_of};
-use rthin_core::space_map::{bitmap_get, nr_bitmaps, IndexEntry, ENTRIES_PER_BITMAP};
+use rthin_core::space_map::{nr_bitmaps, IndexEntry, ENTRIES_PER_BITMAP};
 use rthin_core::superblock::{SmRoot, Superblock};
 use rthin_core::thin_metadata::DeviceDetails;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -20,6 +20,7 @@ pub struct Report {
     pub data_allocated: u64,
     pub devices: usize,
     pub mappings: u64,
+    pub max_meta_block: u64,
 }
 
 struct Ctx<'a, S: BlockStore> {
@@ -221,9 +222,17 @@ impl<S: BlockStore> Ctx<'_, S> {
                 .read(ie.blocknr, BlockKind::Bitmap)
                 .map_err(|e| format!("bitmap {i}: {e:?}"))?;
             let mut free = 0u32;
+            let bytes: Vec<u8> = g[16..].to_vec();
+            drop(g);
             for e in 0..ENTRIES_PER_BITMAP {
                 let b = i as u64 * ENTRIES_PER_BITMAP + e;
-                let v = bitmap_get(&g, e).unwrap();
+                let byte = bytes[(e / 4) as usize];
+                let sh = (e % 4) * 2;
+                let v = (u32::from(byte >> sh) & 1) << 1 | (u32::from(byte >> (sh + 1)) & 1);
+                if v == 0 && b < root.nr_blocks && e >= u64::from(ie.none_free_before) {
+                    free += 1;
+                    continue;
+                }
                 if b >= root.nr_blocks {
                     if v != 0 {
                         return Err(format!("bitmap {i}: entry beyond the end is set"));
@@ -341,6 +350,7 @@ pub fn check<S: BlockStore>(s: &S) -> Result<Report, String> {
     compare("data", &cx.data, &dcounts)?;
     compare("metadata", &cx.meta, &mcounts)?;
     rep.meta_allocated = mcounts.len() as u64;
+    rep.max_meta_block = mcounts.keys().next_back().copied().unwrap_or(0);
     rep.data_allocated = dcounts.len() as u64;
     Ok(rep)
 }

@@ -3,7 +3,13 @@
 //! memory and files with dm-bufio-like caching, crash/tear injection and
 //! random early write-back; a deterministic PRNG; an independent metadata
 //! checker that recomputes every reference count.
-#![allow(dead_code, unreachable_pub, missing_docs, clippy::too_many_arguments, clippy::type_complexity)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    missing_docs,
+    clippy::too_many_arguments,
+    clippy::type_complexity
+)]
 
 pub mod checker;
 
@@ -406,6 +412,15 @@ pub type FileStore = HostStore<FileMedia>;
 pub fn mem_store(nr_blocks: u64) -> MemStore {
     HostStore::new(MemMedia::new(nr_blocks))
 }
+
+/// Devices with their details and mappings (vblock -> (data block, time)).
+pub type Devs = BTreeMap<
+    u64,
+    (
+        rthin_core::thin_metadata::DeviceDetails,
+        BTreeMap<u64, (u64, u32)>,
+    ),
+>;
 
 /// Collects ordered BTreeMaps from the metadata (helper for comparisons).
 pub fn dump(
