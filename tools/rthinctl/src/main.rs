@@ -1,6 +1,427 @@
 // SPDX-License-Identifier: GPL-2.0
-//! rthinctl: the userspace tool for rthin pools (placeholder until issue 5).
+//! rthinctl: drive rthin (`rthin-pool`/`rthin`) and C dm-thin
+//! (`thin-pool`/`thin`) pools through device-mapper ioctls.
+//!
+//! Layers: [`status`] parses kernel lines, [`units`] formats sizes,
+//! [`explain`] turns errnos into sentences, [`dm`] is the ioctl transport,
+//! [`model`] scans devices, [`report`] renders, [`ops`] runs the pool
+//! messages and [`watch`] polls. See Documentation/rthinctl.md.
 
-fn main() {
-    println!("rthinctl {}", env!("CARGO_PKG_VERSION"));
+mod dm;
+mod explain;
+mod model;
+mod ops;
+mod report;
+mod status;
+mod units;
+mod watch;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use explain::{exit, Error, Result};
+use units::Units;
+
+const AFTER_HELP: &str = "\
+Devices: POOL and DEV accept a device-mapper name, /dev/mapper/NAME, /dev/dm-N or MAJ:MIN.
+Targets: works with rthin's rthin-pool/rthin and with the C dm-thin thin-pool/thin.
+
+Exit status:
+  0  success
+  1  the kernel, or a check of the pool's state before sending, refused the operation
+  2  bad command line
+  3  no such device, pool or thin id
+  4  permission denied (device-mapper needs root)
+  5  other failure (no /dev/mapper/control, unreadable kernel output, I/O)
+With status --check: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.";
+
+/// Manage thin-provisioning pools (rthin and dm-thin) through device-mapper.
+#[derive(Parser, Debug)]
+#[command(name = "rthinctl", version, after_help = AFTER_HELP, disable_version_flag = true)]
+struct Cli {
+    #[command(flatten)]
+    out: OutputArgs,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Args, Debug, Clone)]
+struct OutputArgs {
+    /// JSON output (versioned schema; sizes in bytes and blocks; null = unknown).
+    #[arg(long, global = true)]
+    json: bool,
+    /// Script-friendly output: bytes, no suffix, no headings, ':' separated.
+    #[arg(long, global = true)]
+    raw: bool,
+    /// Size units like lvs: h b s k m g t p e r (upper case = powers of 1000).
+    #[arg(long, global = true, default_value = "h", value_parser = parse_units)]
+    units: Units,
+    /// Leave out unit suffixes.
+    #[arg(long, global = true)]
+    no_suffix: bool,
+    /// Leave out the heading line.
+    #[arg(long, global = true)]
+    no_headings: bool,
+    /// Separate columns with this string instead of aligning them.
+    #[arg(long, global = true, value_name = "S")]
+    separator: Option<String>,
+    /// Print each message and suspend/resume before doing it.
+    #[arg(short, long, global = true)]
+    verbose: bool,
+}
+
+fn parse_units(s: &str) -> std::result::Result<Units, String> {
+    s.parse()
+}
+
+/// A thin id: a number up to 16777215, or `auto` where allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IdArg {
+    Num(u32),
+    Auto,
+}
+
+fn parse_id(s: &str) -> std::result::Result<IdArg, String> {
+    if s == "auto" {
+        return Ok(IdArg::Auto);
+    }
+    rthin_core::dm_thin_table::parse_dev_id(s.as_bytes())
+        .map(IdArg::Num)
+        .ok_or_else(|| {
+            format!("invalid thin id {s:?}: a decimal number from 0 to 16777215 (or auto)")
+        })
+}
+
+fn parse_fixed_id(s: &str) -> std::result::Result<u32, String> {
+    rthin_core::dm_thin_table::parse_dev_id(s.as_bytes())
+        .ok_or_else(|| format!("invalid thin id {s:?}: a decimal number from 0 to 16777215"))
+}
+
+#[derive(Args, Debug, Clone)]
+struct Guard {
+    /// Refuse unless the pool's transaction id is N (read from status first).
+    #[arg(long, value_name = "N")]
+    expect_txn: Option<u64>,
+    /// Print the equivalent dmsetup commands instead of doing anything.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Show pools and thins (no-flush status: never forces a metadata commit).
+    Status(StatusArgs),
+    /// List pools, each followed by its active thins.
+    Ls {
+        /// Only this pool.
+        pool: Option<String>,
+    },
+    /// Poll pool usage: fill rate and time to full; wakes early on DM events.
+    Watch(watch::WatchArgs),
+    /// Create a thin device in a pool (message create_thin).
+    #[command(alias = "create_thin")]
+    CreateThin {
+        /// The pool.
+        pool: String,
+        /// The new thin id (or `auto`), as positional argument.
+        #[arg(value_parser = parse_id, conflicts_with = "id")]
+        id_pos: Option<IdArg>,
+        /// The new thin id, or `auto` to pick an unused one.
+        #[arg(long, value_parser = parse_id)]
+        id: Option<IdArg>,
+        #[command(flatten)]
+        guard: Guard,
+    },
+    /// Snapshot a thin device (message create_snap); active origin thins are
+    /// suspended around the message and resumed even on error.
+    #[command(alias = "create_snap")]
+    CreateSnap {
+        /// The pool.
+        pool: String,
+        /// New id (or `auto`), positional like the kernel message.
+        #[arg(value_parser = parse_id, conflicts_with = "id")]
+        id_pos: Option<IdArg>,
+        /// Origin id, positional like the kernel message.
+        #[arg(value_parser = parse_fixed_id, conflicts_with = "origin")]
+        origin_pos: Option<u32>,
+        /// The new snapshot's id, or `auto`.
+        #[arg(long, value_parser = parse_id)]
+        id: Option<IdArg>,
+        /// The origin thin id.
+        #[arg(long, value_parser = parse_fixed_id)]
+        origin: Option<u32>,
+        /// Do not suspend active origin devices (unsafe if they are written to).
+        #[arg(long)]
+        no_suspend: bool,
+        #[command(flatten)]
+        guard: Guard,
+    },
+    /// Delete a thin device and its mappings (message delete); irreversible.
+    Delete {
+        /// The pool.
+        pool: String,
+        /// Thin id, positional.
+        #[arg(value_parser = parse_fixed_id, conflicts_with = "id")]
+        id_pos: Option<u32>,
+        /// Thin id.
+        #[arg(long, value_parser = parse_fixed_id)]
+        id: Option<u32>,
+        #[command(flatten)]
+        guard: Guard,
+    },
+    /// Compare-and-set the pool's transaction id (message set_transaction_id).
+    #[command(alias = "set_transaction_id")]
+    SetTransactionId {
+        /// The pool.
+        pool: String,
+        /// Expected current id.
+        #[arg(required_unless_present = "bump")]
+        old: Option<u64>,
+        /// New id.
+        #[arg(required_unless_present = "bump")]
+        new: Option<u64>,
+        /// Read the current id and set it to current + 1.
+        #[arg(long, conflicts_with_all = ["old", "new"])]
+        bump: bool,
+        /// Print the equivalent dmsetup command instead.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Reserve, release or show the pool's metadata snapshot (held root).
+    #[command(subcommand)]
+    MetadataSnap(MetaSnapCmd),
+    /// Alias of `metadata-snap reserve`.
+    #[command(name = "reserve_metadata_snap", hide = true)]
+    ReserveAlias {
+        /// The pool.
+        pool: String,
+    },
+    /// Alias of `metadata-snap release`.
+    #[command(name = "release_metadata_snap", hide = true)]
+    ReleaseAlias {
+        /// The pool.
+        pool: String,
+    },
+    /// Send a raw message to a pool and print any output (escape hatch).
+    Message {
+        /// The pool.
+        pool: String,
+        /// Message words, e.g. `create_thin 7`.
+        #[arg(required = true, num_args = 1.., allow_hyphen_values = true, trailing_var_arg = true)]
+        words: Vec<String>,
+    },
+    /// Show rthinctl's version, the DM ioctl version and thin target versions.
+    Version,
+}
+
+#[derive(Args, Debug)]
+struct StatusArgs {
+    /// Pools or thins (default: all).
+    devs: Vec<String>,
+    /// Monitoring mode: one summary line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
+    #[arg(long)]
+    check: bool,
+    /// --check: warn at this data or metadata use (percent).
+    #[arg(long, default_value_t = 80.0, value_name = "PCT")]
+    warn: f64,
+    /// --check: critical at this data or metadata use (percent).
+    #[arg(long, default_value_t = 95.0, value_name = "PCT")]
+    crit: f64,
+    /// --check: metadata warning threshold (default: --warn).
+    #[arg(long, value_name = "PCT")]
+    meta_warn: Option<f64>,
+    /// --check: metadata critical threshold (default: --crit).
+    #[arg(long, value_name = "PCT")]
+    meta_crit: Option<f64>,
+}
+
+#[derive(Subcommand, Debug)]
+enum MetaSnapCmd {
+    /// Take a metadata snapshot (message reserve_metadata_snap).
+    #[command(alias = "reserve_metadata_snap")]
+    Reserve {
+        /// The pool.
+        pool: String,
+    },
+    /// Drop the metadata snapshot (message release_metadata_snap).
+    #[command(alias = "release_metadata_snap")]
+    Release {
+        /// The pool.
+        pool: String,
+    },
+    /// Show the held root block, if any.
+    Show {
+        /// The pool.
+        pool: String,
+    },
+}
+
+fn style_of(o: &OutputArgs) -> report::Style {
+    if o.raw {
+        let mut s = report::Style::raw();
+        if let Some(sep) = &o.separator {
+            s.separator = Some(sep.clone());
+        }
+        return s;
+    }
+    report::Style {
+        units: o.units,
+        suffix: !o.no_suffix,
+        headings: !o.no_headings,
+        separator: o.separator.clone(),
+    }
+}
+
+fn run(cli: Cli) -> Result<i32> {
+    let style = style_of(&cli.out);
+    let ctx = ops::Ctx {
+        json: cli.out.json,
+        verbose: cli.out.verbose,
+        style,
+    };
+    if let Cmd::Status(a) = &cli.cmd {
+        if a.check {
+            return Ok(ops::status_check(&ctx, a));
+        }
+    }
+    let t = ops::open()?;
+    let t: &dyn dm::Transport = &t;
+    match cli.cmd {
+        Cmd::Status(a) => ops::status(&ctx, t, &a.devs),
+        Cmd::Ls { pool } => ops::ls(&ctx, t, pool.as_deref()),
+        Cmd::Watch(a) => watch::watch(&ctx, t, &a),
+        Cmd::CreateThin {
+            pool,
+            id_pos,
+            id,
+            guard,
+        } => {
+            let id = id
+                .or(id_pos)
+                .ok_or_else(|| Error::usage("create-thin needs a thin id: --id N or --id auto"))?;
+            ops::create_thin(&ctx, t, &pool, id, &guard)
+        }
+        Cmd::CreateSnap {
+            pool,
+            id_pos,
+            origin_pos,
+            id,
+            origin,
+            no_suspend,
+            guard,
+        } => {
+            let id = id
+                .or(id_pos)
+                .ok_or_else(|| Error::usage("create-snap needs the new id: --id N or --id auto"))?;
+            let origin = origin
+                .or(origin_pos)
+                .ok_or_else(|| Error::usage("create-snap needs the origin id: --origin M"))?;
+            ops::create_snap(&ctx, t, &pool, id, origin, no_suspend, &guard)
+        }
+        Cmd::Delete {
+            pool,
+            id_pos,
+            id,
+            guard,
+        } => {
+            let id = id
+                .or(id_pos)
+                .ok_or_else(|| Error::usage("delete needs a thin id: --id N"))?;
+            ops::delete(&ctx, t, &pool, id, &guard)
+        }
+        Cmd::SetTransactionId {
+            pool,
+            old,
+            new,
+            bump,
+            dry_run,
+        } => ops::set_transaction_id(&ctx, t, &pool, old.zip(new), bump, dry_run),
+        Cmd::MetadataSnap(MetaSnapCmd::Reserve { pool }) | Cmd::ReserveAlias { pool } => {
+            ops::metadata_snap(&ctx, t, &pool, ops::SnapOp::Reserve)
+        }
+        Cmd::MetadataSnap(MetaSnapCmd::Release { pool }) | Cmd::ReleaseAlias { pool } => {
+            ops::metadata_snap(&ctx, t, &pool, ops::SnapOp::Release)
+        }
+        Cmd::MetadataSnap(MetaSnapCmd::Show { pool }) => {
+            ops::metadata_snap(&ctx, t, &pool, ops::SnapOp::Show)
+        }
+        Cmd::Message { pool, words } => ops::message(&ctx, t, &pool, &words),
+        Cmd::Version => ops::version(&ctx, t),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { exit::USAGE as u8 } else { 0 });
+        }
+    };
+    let code = match run(cli) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = std::io::stdout().flush();
+            eprintln!("rthinctl: {e}");
+            e.code
+        }
+    };
+    ExitCode::from(u8::try_from(code).unwrap_or(exit::OTHER as u8))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn help_documents_exit_codes() {
+        let h = Cli::command().render_long_help().to_string();
+        for s in ["Exit status:", "3  no such device", "UNKNOWN", "rthin-pool"] {
+            assert!(h.contains(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn aliases_and_positional_ids() {
+        let p = |args: &[&str]| Cli::try_parse_from(args);
+        assert!(p(&["rthinctl", "create_thin", "pool", "7"]).is_ok());
+        assert!(p(&["rthinctl", "create-thin", "pool", "--id", "auto"]).is_ok());
+        assert!(p(&["rthinctl", "create_snap", "pool", "8", "7"]).is_ok());
+        assert!(p(&[
+            "rthinctl",
+            "create-snap",
+            "pool",
+            "--id",
+            "8",
+            "--origin",
+            "7"
+        ])
+        .is_ok());
+        assert!(p(&["rthinctl", "set_transaction_id", "pool", "0", "1"]).is_ok());
+        assert!(p(&["rthinctl", "set-transaction-id", "pool", "--bump"]).is_ok());
+        assert!(p(&["rthinctl", "reserve_metadata_snap", "pool"]).is_ok());
+        assert!(p(&["rthinctl", "metadata-snap", "release", "pool"]).is_ok());
+        assert!(p(&["rthinctl", "message", "pool", "create_thin", "1"]).is_ok());
+        assert!(p(&["rthinctl", "status", "--json", "--units", "G"]).is_ok());
+        // Rejected before anything is sent.
+        for bad in [
+            &["rthinctl", "create_thin", "pool", "16777216"][..],
+            &["rthinctl", "create_thin", "pool", "0x10"],
+            &["rthinctl", "delete", "pool", "--id", "auto"],
+            &["rthinctl", "set_transaction_id", "pool", "1"],
+            &["rthinctl", "status", "--units", "q"],
+            &["rthinctl", "frobnicate"],
+        ] {
+            let e = p(bad).unwrap_err();
+            assert!(e.use_stderr(), "{bad:?}");
+        }
+    }
 }

@@ -1,0 +1,847 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The commands: read-only reports and the pool messages with their
+//! pre-checks, guards and error sentences.
+
+use serde::Serialize;
+
+use crate::dm::{DmErr, DmTransport, Transport};
+use crate::explain::{exit, explain_ioctl, explain_message, Error, Facts, Msg, Result};
+use crate::model::{read_pool, resolve, scan_all, Pool, Scan, Thin, POOL_TARGETS, THIN_TARGETS};
+use crate::report::{self, JReport, Level, Style, Thresholds, STATUS_SCHEMA};
+use crate::status::{DevT, PoolModeWord, PoolStatus};
+use crate::{IdArg, StatusArgs};
+
+/// Options every command sees.
+pub struct Ctx {
+    /// `--json`.
+    pub json: bool,
+    /// `--verbose`.
+    pub verbose: bool,
+    /// Table style.
+    pub style: Style,
+}
+
+/// JSON schema of a mutating command's result.
+pub const RESULT_SCHEMA: &str = "rthinctl.result/1";
+
+/// Opens the control device.
+pub fn open() -> Result<DmTransport> {
+    DmTransport::open().map_err(|e| match e.errno {
+        Some(6) | Some(19) => Error::new(
+            exit::OTHER,
+            "device-mapper is not available in this kernel (opening /dev/mapper/control gave ENODEV): load it with modprobe dm-mod",
+        ),
+        _ => explain_ioctl("opening /dev/mapper/control", "", e.errno, &e.text),
+    })
+}
+
+fn dm_err(op: &str, dev: &str, e: DmErr) -> Error {
+    explain_ioctl(op, dev, e.errno, &e.text)
+}
+
+fn print_json<T: Serialize>(v: &T) -> Result<()> {
+    let s = serde_json::to_string_pretty(v)
+        .map_err(|e| Error::new(exit::OTHER, format!("JSON encoding failed: {e}")))?;
+    println!("{s}");
+    Ok(())
+}
+
+fn pool_of<'a>(scan: &'a Scan, th: &Thin) -> Option<&'a Pool> {
+    th.pool
+        .and_then(|d| scan.pools.iter().find(|p| p.info.dev == d))
+}
+
+/// Selects pools and thins named on the command line (all if none).
+fn select<'a>(scan: &'a Scan, devs: &[String]) -> Result<(Vec<&'a Pool>, Vec<&'a Thin>)> {
+    if devs.is_empty() {
+        let orphans = scan
+            .thins
+            .iter()
+            .filter(|t| pool_of(scan, t).is_none())
+            .collect();
+        return Ok((scan.pools.iter().collect(), orphans));
+    }
+    let mut list: Vec<(String, DevT)> = scan
+        .pools
+        .iter()
+        .map(|p| (p.name.clone(), p.info.dev))
+        .collect();
+    list.extend(scan.thins.iter().map(|t| (t.name.clone(), t.info.dev)));
+    list.extend(scan.others.iter().map(|o| (o.0.clone(), o.1)));
+    let (mut pools, mut thins) = (Vec::new(), Vec::new());
+    for d in devs {
+        let name = resolve(d, &list)?;
+        if let Some(p) = scan.pools.iter().find(|p| p.name == name) {
+            pools.push(p);
+        } else if let Some(t) = scan.thins.iter().find(|t| t.name == name) {
+            thins.push(t);
+        } else {
+            let ty = scan
+                .others
+                .iter()
+                .find(|o| o.0 == name)
+                .map(|o| o.2.as_str())
+                .unwrap_or("");
+            return Err(Error::new(
+                exit::NOT_FOUND,
+                format!(
+                    "{name} is a {} device, neither a thin pool nor a thin",
+                    if ty.is_empty() { "table-less" } else { ty }
+                ),
+            ));
+        }
+    }
+    Ok((pools, thins))
+}
+
+fn json_report(scan: &Scan, pools: &[&Pool], thins: &[&Thin]) -> JReport {
+    JReport {
+        schema: STATUS_SCHEMA,
+        pools: pools
+            .iter()
+            .map(|p| report::pool_json(p, &report::thins_of(scan, p)))
+            .collect(),
+        other_thins: thins
+            .iter()
+            .map(|t| report::thin_json(pool_of(scan, t), t))
+            .collect(),
+    }
+}
+
+/// `status`.
+pub fn status(ctx: &Ctx, t: &dyn Transport, devs: &[String]) -> Result<i32> {
+    let scan = scan_all(t)?;
+    let (pools, thins) = select(&scan, devs)?;
+    if ctx.json {
+        print_json(&json_report(&scan, &pools, &thins))?;
+        return Ok(exit::OK);
+    }
+    let mut out = String::new();
+    if !pools.is_empty() {
+        let rows: Vec<(&Pool, usize)> = pools
+            .iter()
+            .map(|p| (*p, report::thins_of(&scan, p).len()))
+            .collect();
+        out.push_str(&report::pool_table(&rows, &ctx.style));
+    }
+    let mut trows: Vec<(Option<&Pool>, &Thin)> = Vec::new();
+    for p in &pools {
+        for th in report::thins_of(&scan, p) {
+            trows.push((Some(*p), th));
+        }
+    }
+    for th in &thins {
+        trows.push((pool_of(&scan, th), th));
+    }
+    if !trows.is_empty() {
+        if !out.is_empty() && ctx.style.headings {
+            out.push('\n');
+        }
+        out.push_str(&report::thin_table(&trows, &ctx.style));
+    }
+    if pools.is_empty() && thins.is_empty() && ctx.style.headings {
+        out.push_str("no thin pools (targets thin-pool, rthin-pool) are active\n");
+    }
+    print!("{out}");
+    Ok(exit::OK)
+}
+
+/// `ls`.
+pub fn ls(ctx: &Ctx, t: &dyn Transport, pool: Option<&str>) -> Result<i32> {
+    let scan = scan_all(t)?;
+    let devs: Vec<String> = pool.into_iter().map(String::from).collect();
+    let (pools, thins) = select(&scan, &devs)?;
+    if pool.is_some() && pools.is_empty() {
+        return Err(Error::new(
+            exit::NOT_FOUND,
+            format!("{} is not a thin pool", devs[0]),
+        ));
+    }
+    if ctx.json {
+        print_json(&json_report(&scan, &pools, &thins))?;
+    } else {
+        print!("{}", report::ls_table(&scan, &pools, &thins, &ctx.style));
+    }
+    Ok(exit::OK)
+}
+
+/// `status --check`: never fails; problems reading state are UNKNOWN.
+pub fn status_check(ctx: &Ctx, a: &StatusArgs) -> i32 {
+    let th = Thresholds {
+        data_warn: a.warn,
+        data_crit: a.crit,
+        meta_warn: a.meta_warn.unwrap_or(a.warn),
+        meta_crit: a.meta_crit.unwrap_or(a.crit),
+    };
+    let result = (|| -> Result<Vec<(Level, String)>> {
+        let t = open()?;
+        let scan = scan_all(&t)?;
+        let (pools, thins) = select(&scan, &a.devs)?;
+        let mut v = Vec::new();
+        if pools.is_empty() && thins.is_empty() {
+            v.push((Level::Unknown, "no thin pools are active".to_string()));
+        }
+        for p in &pools {
+            v.extend(report::check_pool(p, &report::thins_of(&scan, p), &th));
+        }
+        for t in &thins {
+            if let Some(p) = pool_of(&scan, t) {
+                v.extend(report::check_pool(p, &[t], &th));
+            }
+        }
+        Ok(v)
+    })();
+    let (level, lines, npools) = match result {
+        Ok(v) => {
+            let level = v.iter().map(|x| x.0).max().unwrap_or(Level::Ok);
+            let n = v.len();
+            (level, v, n)
+        }
+        Err(e) => (Level::Unknown, vec![(Level::Unknown, e.text)], 1),
+    };
+    let code = match level {
+        Level::Ok => exit::OK,
+        Level::Warn => exit::CHECK_WARN,
+        Level::Crit => exit::CHECK_CRIT,
+        Level::Unknown => exit::CHECK_UNKNOWN,
+    };
+    if ctx.json {
+        #[derive(Serialize)]
+        struct J<'a> {
+            schema: &'static str,
+            level: &'static str,
+            exit: i32,
+            problems: Vec<JP<'a>>,
+        }
+        #[derive(Serialize)]
+        struct JP<'a> {
+            level: &'static str,
+            text: &'a str,
+        }
+        let j = J {
+            schema: "rthinctl.check/1",
+            level: level.name(),
+            exit: code,
+            problems: lines
+                .iter()
+                .map(|(l, t)| JP {
+                    level: l.name(),
+                    text: t,
+                })
+                .collect(),
+        };
+        if print_json(&j).is_err() {
+            return exit::CHECK_UNKNOWN;
+        }
+    } else if lines.is_empty() || npools == 0 {
+        println!("OK: all thin pools healthy");
+    } else {
+        let mut sorted = lines.clone();
+        sorted.sort_by_key(|x| std::cmp::Reverse(x.0));
+        let summary: Vec<String> = sorted
+            .iter()
+            .map(|(l, t)| {
+                if *l == level {
+                    t.clone()
+                } else {
+                    format!("[{}] {t}", l.name())
+                }
+            })
+            .collect();
+        println!("{}: {}", level.name(), summary.join("; "));
+    }
+    code
+}
+
+/// Everything a message command needs to know about the pool first.
+struct Target {
+    name: String,
+    pool: Pool,
+}
+
+fn find_pool(t: &dyn Transport, arg: &str) -> Result<Target> {
+    let list = t.list().map_err(|e| dm_err("listing devices", "", e))?;
+    let name = resolve(arg, &list)?;
+    let dev = list
+        .iter()
+        .find(|x| x.0 == name)
+        .map(|x| x.1)
+        .unwrap_or(DevT { major: 0, minor: 0 });
+    let pool = read_pool(t, &name, dev)?;
+    Ok(Target { name, pool })
+}
+
+fn facts_of(p: &Pool) -> Facts {
+    match &p.status {
+        Ok(PoolStatus::Working(u)) => Facts {
+            transaction_id: Some(u.transaction_id),
+            held_root: u.held_root,
+            active_as: Vec::new(),
+            mode: u.mode.map(|m| m.as_str().to_string()),
+            needs_check: u.needs_check,
+        },
+        Ok(PoolStatus::Fail) => Facts {
+            mode: Some("fail".into()),
+            ..Facts::default()
+        },
+        _ => Facts::default(),
+    }
+}
+
+/// Refuses messages the pool would refuse anyway (FAIL, read-only,
+/// needs_check), with the reason, instead of a bare EOPNOTSUPP; and checks
+/// `--expect-txn`.
+fn precheck(tg: &Target, msg: &Msg, expect_txn: Option<u64>) -> Result<()> {
+    let refuse = |why: &str| -> Error {
+        let mut e = explain_message(
+            &tg.name,
+            msg,
+            rthin_core::dm_errno::EOPNOTSUPP,
+            &facts_of(&tg.pool),
+        );
+        e.text = format!("not sent: {why}; {}", e.text);
+        e
+    };
+    match &tg.pool.status {
+        Ok(PoolStatus::Fail) => return Err(refuse("the pool is in FAIL mode (status Fail)")),
+        Ok(PoolStatus::Working(u)) => {
+            if u.mode == Some(PoolModeWord::ReadOnly) {
+                return Err(refuse("the pool is read-only"));
+            }
+            if let Some(want) = expect_txn {
+                if u.transaction_id != want {
+                    return Err(Error::new(
+                        exit::REFUSED,
+                        format!(
+                            "not sent: pool {}'s transaction id is {}, not {want} as --expect-txn requires; someone else changed the pool, re-read it with `rthinctl status {}`",
+                            tg.name, u.transaction_id, tg.name
+                        ),
+                    ));
+                }
+            }
+        }
+        // Error / unreadable: let the kernel decide.
+        _ => {
+            if expect_txn.is_some() {
+                return Err(Error::new(
+                    exit::REFUSED,
+                    format!("not sent: --expect-txn given but pool {}'s transaction id cannot be read from its status", tg.name),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sends one message; on failure re-reads what it needs to explain it.
+fn send(ctx: &Ctx, t: &dyn Transport, tg: &Target, msg: &Msg) -> Result<Option<String>> {
+    if ctx.verbose {
+        eprintln!("rthinctl: dmsetup message {} 0 \"{msg}\"", tg.name);
+    }
+    match t.message(&tg.name, &msg.to_string()) {
+        Ok(out) => Ok(out),
+        Err(e) => {
+            let Some(errno) = e.errno else {
+                return Err(Error::new(
+                    exit::OTHER,
+                    format!("sending \"{msg}\" to {} failed", tg.name),
+                )
+                .note(e.text));
+            };
+            // Fresh facts: the status now, active users of the id.
+            let mut facts = read_pool(t, &tg.name, tg.pool.info.dev)
+                .map(|p| facts_of(&p))
+                .unwrap_or_else(|_| facts_of(&tg.pool));
+            if let Msg::Delete(id) = msg {
+                if let Ok(scan) = scan_all(t) {
+                    facts.active_as = users_of(&scan, tg.pool.info.dev, *id)
+                        .iter()
+                        .map(|x| x.name.clone())
+                        .collect();
+                }
+            }
+            Err(explain_message(&tg.name, msg, errno, &facts))
+        }
+    }
+}
+
+fn users_of(scan: &Scan, pool: DevT, id: u32) -> Vec<&Thin> {
+    scan.thins
+        .iter()
+        .filter(|x| x.pool == Some(pool) && x.dev_id == Some(id))
+        .collect()
+}
+
+#[derive(Serialize)]
+struct JResult<'a> {
+    schema: &'static str,
+    pool: &'a str,
+    message: String,
+    dev_id: Option<u32>,
+    origin_id: Option<u32>,
+    transaction_id: Option<u64>,
+    held_metadata_root: Option<u64>,
+    suspended: Vec<String>,
+    output: Option<String>,
+}
+
+impl<'a> JResult<'a> {
+    fn new(pool: &'a str, msg: &Msg) -> Self {
+        Self {
+            schema: RESULT_SCHEMA,
+            pool,
+            message: msg.to_string(),
+            dev_id: None,
+            origin_id: None,
+            transaction_id: None,
+            held_metadata_root: None,
+            suspended: Vec::new(),
+            output: None,
+        }
+    }
+}
+
+fn done(ctx: &Ctx, j: &JResult, text: String) -> Result<i32> {
+    if ctx.json {
+        print_json(j)?;
+    } else {
+        println!("{text}");
+    }
+    Ok(exit::OK)
+}
+
+fn dry(tg: &str, msg: &Msg) -> i32 {
+    println!("dmsetup message {tg} 0 \"{msg}\"");
+    exit::OK
+}
+
+/// Candidate ids for `--id auto`: above every id active on the pool; an
+/// inactive thin may still own one, so the caller retries on EEXIST.
+fn auto_ids(t: &dyn Transport, pool: DevT) -> Result<impl Iterator<Item = u32>> {
+    let scan = scan_all(t)?;
+    let start = scan
+        .thins
+        .iter()
+        .filter(|x| x.pool == Some(pool))
+        .filter_map(|x| x.dev_id)
+        .max()
+        .map(|m| m.saturating_add(1))
+        .unwrap_or(1);
+    Ok((start..=rthin_core::dm_thin_table::MAX_DEV_ID).take(AUTO_TRIES))
+}
+
+/// How many ids `--id auto` tries before giving up.
+const AUTO_TRIES: usize = 1024;
+
+/// Sends `make(id)` for each candidate id until one is not EEXIST.
+fn with_auto_id(
+    ctx: &Ctx,
+    t: &dyn Transport,
+    tg: &Target,
+    id: IdArg,
+    make: &dyn Fn(u32) -> Msg,
+) -> Result<u32> {
+    match id {
+        IdArg::Num(n) => {
+            send(ctx, t, tg, &make(n))?;
+            Ok(n)
+        }
+        IdArg::Auto => {
+            for n in auto_ids(t, tg.pool.info.dev)? {
+                match send(ctx, t, tg, &make(n)) {
+                    Ok(_) => return Ok(n),
+                    Err(e) if e.text.contains("already in use") => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(Error::new(
+                exit::REFUSED,
+                format!("--id auto found no free id in {AUTO_TRIES} tries above the active ones in pool {}; give --id explicitly", tg.name),
+            ))
+        }
+    }
+}
+
+/// `create-thin`.
+pub fn create_thin(
+    ctx: &Ctx,
+    t: &dyn Transport,
+    pool: &str,
+    id: IdArg,
+    g: &crate::Guard,
+) -> Result<i32> {
+    let tg = find_pool(t, pool)?;
+    let probe = Msg::CreateThin(match id {
+        IdArg::Num(n) => n,
+        IdArg::Auto => 0,
+    });
+    precheck(&tg, &probe, g.expect_txn)?;
+    if g.dry_run {
+        return Ok(match id {
+            IdArg::Num(_) => dry(&tg.name, &probe),
+            IdArg::Auto => {
+                println!("# --id auto: tries create_thin with increasing ids until one is free");
+                dry(
+                    &tg.name,
+                    &Msg::CreateThin(auto_ids(t, tg.pool.info.dev)?.next().unwrap_or(1)),
+                )
+            }
+        });
+    }
+    let n = with_auto_id(ctx, t, &tg, id, &Msg::CreateThin)?;
+    let mut j = JResult::new(&tg.name, &Msg::CreateThin(n));
+    j.dev_id = Some(n);
+    done(ctx, &j, format!("created thin id {n} in pool {}", tg.name))
+}
+
+/// Suspends thins and resumes them when dropped (also on error and panic).
+struct SuspendGuard<'a> {
+    t: &'a dyn Transport,
+    names: Vec<String>,
+    verbose: bool,
+}
+
+impl SuspendGuard<'_> {
+    fn resume_all(&mut self) -> Vec<(String, DmErr)> {
+        let mut errs = Vec::new();
+        while let Some(n) = self.names.pop() {
+            if self.verbose {
+                eprintln!("rthinctl: dmsetup resume {n}");
+            }
+            if let Err(e) = self.t.resume(&n) {
+                errs.push((n, e));
+            }
+        }
+        errs
+    }
+}
+
+impl Drop for SuspendGuard<'_> {
+    fn drop(&mut self) {
+        for (n, e) in self.resume_all() {
+            eprintln!("rthinctl: could not resume {n} ({e}); run `dmsetup resume {n}` now, I/O to it is blocked");
+        }
+    }
+}
+
+/// `create-snap`.
+pub fn create_snap(
+    ctx: &Ctx,
+    t: &dyn Transport,
+    pool: &str,
+    id: IdArg,
+    origin: u32,
+    no_suspend: bool,
+    g: &crate::Guard,
+) -> Result<i32> {
+    let tg = find_pool(t, pool)?;
+    let probe = Msg::CreateSnap(
+        match id {
+            IdArg::Num(n) => n,
+            IdArg::Auto => 0,
+        },
+        origin,
+    );
+    precheck(&tg, &probe, g.expect_txn)?;
+    let scan = scan_all(t)?;
+    let users: Vec<String> = users_of(&scan, tg.pool.info.dev, origin)
+        .iter()
+        .filter(|x| !x.info.suspended)
+        .map(|x| x.name.clone())
+        .collect();
+    let to_suspend = if no_suspend {
+        Vec::new()
+    } else {
+        users.clone()
+    };
+    if g.dry_run {
+        for n in &to_suspend {
+            println!("dmsetup suspend {n}");
+        }
+        let code = dry(&tg.name, &probe);
+        for n in to_suspend.iter().rev() {
+            println!("dmsetup resume {n}");
+        }
+        return Ok(code);
+    }
+    if no_suspend && !users.is_empty() {
+        eprintln!(
+            "rthinctl: warning: origin id {origin} is active as {} and is not suspended; writes during the snapshot may corrupt it",
+            users.join(", ")
+        );
+    }
+    let mut guard = SuspendGuard {
+        t,
+        names: Vec::new(),
+        verbose: ctx.verbose,
+    };
+    for n in &to_suspend {
+        if ctx.verbose {
+            eprintln!("rthinctl: dmsetup suspend {n}");
+        }
+        t.suspend(n).map_err(|e| {
+            let mut err = dm_err(&format!("suspending origin {n}"), n, e);
+            err.text = format!("{}; no snapshot was taken", err.text);
+            err
+        })?;
+        guard.names.push(n.clone());
+    }
+    let sent = with_auto_id(ctx, t, &tg, id, &|n| Msg::CreateSnap(n, origin));
+    let resume_errs = guard.resume_all();
+    let n = sent?;
+    if let Some((name, e)) = resume_errs.into_iter().next() {
+        return Err(Error::new(
+            exit::OTHER,
+            format!("snapshot {n} was created, but origin {name} could not be resumed ({e}); run `dmsetup resume {name}` now"),
+        ));
+    }
+    let mut j = JResult::new(&tg.name, &Msg::CreateSnap(n, origin));
+    j.dev_id = Some(n);
+    j.origin_id = Some(origin);
+    j.suspended = to_suspend.clone();
+    let how = if to_suspend.is_empty() {
+        String::new()
+    } else {
+        format!(" (suspended and resumed {})", to_suspend.join(", "))
+    };
+    done(
+        ctx,
+        &j,
+        format!(
+            "created snapshot id {n} of thin id {origin} in pool {}{how}",
+            tg.name
+        ),
+    )
+}
+
+/// `delete`.
+pub fn delete(ctx: &Ctx, t: &dyn Transport, pool: &str, id: u32, g: &crate::Guard) -> Result<i32> {
+    let tg = find_pool(t, pool)?;
+    let msg = Msg::Delete(id);
+    precheck(&tg, &msg, g.expect_txn)?;
+    if g.dry_run {
+        return Ok(dry(&tg.name, &msg));
+    }
+    send(ctx, t, &tg, &msg)?;
+    let mut j = JResult::new(&tg.name, &msg);
+    j.dev_id = Some(id);
+    done(
+        ctx,
+        &j,
+        format!("deleted thin id {id} from pool {}", tg.name),
+    )
+}
+
+fn current_txn(p: &Pool) -> Option<u64> {
+    match &p.status {
+        Ok(PoolStatus::Working(u)) => Some(u.transaction_id),
+        _ => None,
+    }
+}
+
+/// `set-transaction-id`.
+pub fn set_transaction_id(
+    ctx: &Ctx,
+    t: &dyn Transport,
+    pool: &str,
+    ids: Option<(u64, u64)>,
+    bump: bool,
+    dry_run: bool,
+) -> Result<i32> {
+    let tg = find_pool(t, pool)?;
+    let (old, new) = match (ids, bump) {
+        (Some(x), _) => x,
+        (None, true) => {
+            let cur = current_txn(&tg.pool).ok_or_else(|| {
+                Error::new(
+                    exit::REFUSED,
+                    format!(
+                        "--bump: pool {}'s transaction id cannot be read from its status",
+                        tg.name
+                    ),
+                )
+            })?;
+            let next = cur.checked_add(1).ok_or_else(|| {
+                Error::new(
+                    exit::REFUSED,
+                    format!(
+                        "--bump: pool {}'s transaction id is already the maximum",
+                        tg.name
+                    ),
+                )
+            })?;
+            (cur, next)
+        }
+        (None, false) => return Err(Error::usage("give OLD and NEW, or --bump")),
+    };
+    let msg = Msg::SetTransactionId(old, new);
+    precheck(&tg, &msg, None)?;
+    // The guard: refuse before sending when the id is already known to differ.
+    if let Some(cur) = current_txn(&tg.pool) {
+        if cur != old {
+            return Err(explain_message(
+                &tg.name,
+                &msg,
+                rthin_core::dm_errno::EINVAL,
+                &facts_of(&tg.pool),
+            )
+            .note("not sent: checked against the status before sending"));
+        }
+    }
+    if dry_run {
+        return Ok(dry(&tg.name, &msg));
+    }
+    send(ctx, t, &tg, &msg)?;
+    // Verify, as LVM does.
+    let after = read_pool(t, &tg.name, tg.pool.info.dev)
+        .ok()
+        .and_then(|p| current_txn(&p));
+    if let Some(a) = after {
+        if a != new {
+            return Err(Error::new(
+                exit::OTHER,
+                format!("pool {} accepted set_transaction_id {old} {new}, but its status now shows {a}; another tool is changing it", tg.name),
+            ));
+        }
+    }
+    let mut j = JResult::new(&tg.name, &msg);
+    j.transaction_id = Some(new);
+    done(
+        ctx,
+        &j,
+        format!("pool {} transaction id {old} -> {new}", tg.name),
+    )
+}
+
+/// Metadata snapshot operations.
+pub enum SnapOp {
+    /// reserve_metadata_snap.
+    Reserve,
+    /// release_metadata_snap.
+    Release,
+    /// Show the held root.
+    Show,
+}
+
+fn held_root(p: &Pool) -> Option<u64> {
+    match &p.status {
+        Ok(PoolStatus::Working(u)) => u.held_root,
+        _ => None,
+    }
+}
+
+/// `metadata-snap`.
+pub fn metadata_snap(ctx: &Ctx, t: &dyn Transport, pool: &str, op: SnapOp) -> Result<i32> {
+    let tg = find_pool(t, pool)?;
+    let msg = match op {
+        SnapOp::Show => {
+            let readable = matches!(tg.pool.status, Ok(PoolStatus::Working(_)));
+            let h = held_root(&tg.pool);
+            let mut j = JResult::new(&tg.name, &Msg::Raw(String::new()));
+            j.message = String::new();
+            j.held_metadata_root = h;
+            if !readable {
+                return Err(Error::new(
+                    exit::REFUSED,
+                    format!(
+                        "pool {}'s status does not show its held root ({})",
+                        tg.name,
+                        report::pool_state(&tg.pool)
+                    ),
+                ));
+            }
+            return done(
+                ctx,
+                &j,
+                match h {
+                    Some(b) => format!("pool {} holds a metadata snapshot at block {b}", tg.name),
+                    None => format!("pool {} holds no metadata snapshot", tg.name),
+                },
+            );
+        }
+        SnapOp::Reserve => Msg::ReserveMetadataSnap,
+        SnapOp::Release => Msg::ReleaseMetadataSnap,
+    };
+    precheck(&tg, &msg, None)?;
+    send(ctx, t, &tg, &msg)?;
+    let after = read_pool(t, &tg.name, tg.pool.info.dev).ok();
+    let h = after.as_ref().and_then(held_root);
+    let mut j = JResult::new(&tg.name, &msg);
+    j.held_metadata_root = h;
+    let text = match (&msg, h) {
+        (Msg::ReserveMetadataSnap, Some(b)) => format!("pool {} now holds a metadata snapshot at block {b}; read it with thin_dump --metadata-snap, release it when done", tg.name),
+        (Msg::ReserveMetadataSnap, None) => format!("pool {} reserved a metadata snapshot", tg.name),
+        _ => format!("pool {} released its metadata snapshot", tg.name),
+    };
+    done(ctx, &j, text)
+}
+
+/// `message`: raw words, validated by the core parser when they name a
+/// known pool message.
+pub fn message(ctx: &Ctx, t: &dyn Transport, pool: &str, words: &[String]) -> Result<i32> {
+    let words: Vec<String> = words
+        .iter()
+        .flat_map(|w| w.split_whitespace().map(String::from))
+        .collect();
+    let msg = Msg::from_words(&words)?;
+    let tg = find_pool(t, pool)?;
+    let out = send(ctx, t, &tg, &msg)?;
+    if ctx.json {
+        let mut j = JResult::new(&tg.name, &msg);
+        j.output = out;
+        print_json(&j)?;
+    } else if let Some(o) = out {
+        println!("{o}");
+    }
+    Ok(exit::OK)
+}
+
+/// `version`.
+pub fn version(ctx: &Ctx, t: &dyn Transport) -> Result<i32> {
+    let (a, b, c) = t
+        .driver_version()
+        .map_err(|e| dm_err("reading the DM version", "", e))?;
+    let targets = t
+        .target_versions()
+        .map_err(|e| dm_err("listing targets", "", e))?;
+    let ours: Vec<&(String, u32, u32, u32)> = targets
+        .iter()
+        .filter(|x| POOL_TARGETS.contains(&x.0.as_str()) || THIN_TARGETS.contains(&x.0.as_str()))
+        .collect();
+    if ctx.json {
+        #[derive(Serialize)]
+        struct J<'a> {
+            schema: &'static str,
+            rthinctl: &'static str,
+            dm_ioctl: String,
+            targets: Vec<JT<'a>>,
+        }
+        #[derive(Serialize)]
+        struct JT<'a> {
+            name: &'a str,
+            version: String,
+        }
+        return print_json(&J {
+            schema: "rthinctl.version/1",
+            rthinctl: env!("CARGO_PKG_VERSION"),
+            dm_ioctl: format!("{a}.{b}.{c}"),
+            targets: ours
+                .iter()
+                .map(|x| JT {
+                    name: &x.0,
+                    version: format!("{}.{}.{}", x.1, x.2, x.3),
+                })
+                .collect(),
+        })
+        .map(|_| exit::OK);
+    }
+    println!("rthinctl {}", env!("CARGO_PKG_VERSION"));
+    println!("device-mapper ioctl interface {a}.{b}.{c}");
+    if ours.is_empty() {
+        println!("no thin targets are loaded: modprobe dm-rthin (rthin-pool/rthin) or modprobe dm-thin-pool (thin-pool/thin)");
+    }
+    for x in ours {
+        println!("target {} {}.{}.{}", x.0, x.1, x.2, x.3);
+    }
+    Ok(exit::OK)
+}

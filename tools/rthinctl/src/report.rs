@@ -1,0 +1,864 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Presentation: aligned tables, `--raw`, and the versioned JSON schema
+//! (`rthinctl.status/1`), plus the `status --check` evaluation.
+
+use serde::Serialize;
+
+use crate::model::{Pool, Scan, Thin};
+use crate::status::{PoolModeWord, PoolStatus, ThinStatus};
+use crate::units::{round_percent, Pct, Units};
+
+/// JSON schema name of `status`/`ls --json`.
+pub const STATUS_SCHEMA: &str = "rthinctl.status/1";
+
+/// Metadata blocks are always 4 KiB.
+pub const META_BLOCK_BYTES: u64 = 4096;
+
+/// Output options shared by every command.
+#[derive(Debug, Clone)]
+pub struct Style {
+    /// Size units.
+    pub units: Units,
+    /// Print unit suffixes.
+    pub suffix: bool,
+    /// Print the heading line.
+    pub headings: bool,
+    /// Column separator; `None` aligns columns with spaces.
+    pub separator: Option<String>,
+}
+
+impl Style {
+    /// `--raw`: bytes, no suffix, no headings, `:` separated.
+    pub fn raw() -> Self {
+        Self {
+            units: Units::BYTES,
+            suffix: false,
+            headings: false,
+            separator: Some(":".into()),
+        }
+    }
+
+    fn size(&self, bytes: Option<u64>) -> String {
+        match bytes {
+            Some(b) => self.units.format(b, self.suffix),
+            None => "-".into(),
+        }
+    }
+}
+
+/// A simple text table.
+pub struct Table {
+    head: Vec<&'static str>,
+    right: Vec<bool>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// Columns: (heading, right-aligned).
+    pub fn new(cols: &[(&'static str, bool)]) -> Self {
+        Self {
+            head: cols.iter().map(|c| c.0).collect(),
+            right: cols.iter().map(|c| c.1).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Adds a row.
+    pub fn push(&mut self, row: Vec<String>) {
+        self.rows.push(row);
+    }
+
+    /// Renders with `style`.
+    pub fn render(&self, style: &Style) -> String {
+        let mut out = String::new();
+        let mut all: Vec<Vec<String>> = Vec::new();
+        if style.headings {
+            all.push(self.head.iter().map(|s| s.to_string()).collect());
+        }
+        all.extend(self.rows.iter().cloned());
+        if let Some(sep) = &style.separator {
+            for r in all {
+                out.push_str(&r.join(sep));
+                out.push('\n');
+            }
+            return out;
+        }
+        let n = self.head.len();
+        let mut w = vec![0usize; n];
+        for r in &all {
+            for (i, c) in r.iter().enumerate().take(n) {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        for r in all {
+            let mut line = String::new();
+            for (i, c) in r.iter().enumerate().take(n) {
+                let pad = w[i].saturating_sub(c.chars().count());
+                if i > 0 {
+                    line.push_str("  ");
+                }
+                if self.right[i] {
+                    line.push_str(&" ".repeat(pad));
+                    line.push_str(c);
+                } else {
+                    line.push_str(c);
+                    if i + 1 < n {
+                        line.push_str(&" ".repeat(pad));
+                    }
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_else(|| "-".into())
+}
+
+/// Short state word of a pool for tables.
+pub fn pool_state(p: &Pool) -> String {
+    match &p.status {
+        Ok(PoolStatus::Fail) => "FAIL".into(),
+        Ok(PoolStatus::Error) => "ERROR".into(),
+        Ok(PoolStatus::Working(u)) => u.mode.map(|m| m.as_str()).unwrap_or("?").into(),
+        Err(_) => "unreadable".into(),
+    }
+}
+
+fn pool_flags(p: &Pool) -> String {
+    let mut f: Vec<String> = Vec::new();
+    if let Ok(PoolStatus::Working(u)) = &p.status {
+        if u.needs_check {
+            f.push("needs_check".into());
+        }
+        if let Some(d) = u.discard {
+            f.push(format!("discard={}", d.short()));
+        }
+        match u.error_if_no_space {
+            Some(true) => f.push("when_full=error".into()),
+            Some(false) => f.push("when_full=queue".into()),
+            None => {}
+        }
+        f.extend(u.extra_flags.iter().cloned());
+    }
+    if p.info.suspended {
+        f.push("suspended".into());
+    }
+    if f.is_empty() {
+        "-".into()
+    } else {
+        f.join(",")
+    }
+}
+
+/// The `status` table for pools.
+pub fn pool_table(pools: &[(&Pool, usize)], style: &Style) -> String {
+    let mut t = Table::new(&[
+        ("POOL", false),
+        ("TARGET", false),
+        ("MODE", false),
+        ("TXN", true),
+        ("DATA", true),
+        ("DSIZE", true),
+        ("DATA%", true),
+        ("META", true),
+        ("MSIZE", true),
+        ("META%", true),
+        ("HELD", true),
+        ("THINS", true),
+        ("FLAGS", false),
+    ]);
+    for (p, nthins) in pools {
+        let bb = p.block_bytes();
+        let mut row = vec![p.name.clone(), p.target.clone(), pool_state(p)];
+        match &p.status {
+            Ok(PoolStatus::Working(u)) => row.extend([
+                u.transaction_id.to_string(),
+                style.size(bb.map(|b| u.data_used.saturating_mul(b))),
+                style.size(bb.map(|b| u.data_total.saturating_mul(b))),
+                Pct(round_percent(u.data_used, u.data_total)).to_string(),
+                style.size(Some(u.meta_used.saturating_mul(META_BLOCK_BYTES))),
+                style.size(Some(u.meta_total.saturating_mul(META_BLOCK_BYTES))),
+                Pct(round_percent(u.meta_used, u.meta_total)).to_string(),
+                opt(u.held_root),
+            ]),
+            _ => row.extend(std::iter::repeat_n("-".to_string(), 8)),
+        }
+        row.push(nthins.to_string());
+        row.push(pool_flags(p));
+        t.push(row);
+    }
+    t.render(style)
+}
+
+/// Thin rows: (pool name, thin).
+pub fn thin_table(thins: &[(Option<&Pool>, &Thin)], style: &Style) -> String {
+    let mut t = Table::new(&[
+        ("THIN", false),
+        ("POOL", false),
+        ("ID", true),
+        ("SIZE", true),
+        ("MAPPED", true),
+        ("MAP%", true),
+        ("HIGHEST", true),
+        ("STATE", false),
+    ]);
+    for (pool, th) in thins {
+        let j = thin_json(*pool, th);
+        t.push(vec![
+            th.name.clone(),
+            pool.map(|p| p.name.clone())
+                .or_else(|| th.pool.map(|d| d.to_string()))
+                .unwrap_or_else(|| "-".into()),
+            opt(th.dev_id),
+            style.size(Some(th.length.saturating_mul(512))),
+            style.size(j.mapped_bytes),
+            Pct(j.mapped_percent).to_string(),
+            style.size(
+                j.highest_mapped_sector
+                    .map(|s| s.saturating_add(1).saturating_mul(512)),
+            ),
+            j.state.to_string(),
+        ]);
+    }
+    t.render(style)
+}
+
+/// The `ls` table: each pool, then its thins.
+pub fn ls_table(scan: &Scan, pools: &[&Pool], orphans: &[&Thin], style: &Style) -> String {
+    let mut t = Table::new(&[
+        ("NAME", false),
+        ("TYPE", false),
+        ("POOL", false),
+        ("ID", true),
+        ("SIZE", true),
+        ("USED", true),
+        ("USE%", true),
+        ("META%", true),
+        ("STATE", false),
+    ]);
+    for p in pools {
+        let j = pool_json(p, &[]);
+        t.push(vec![
+            p.name.clone(),
+            "pool".into(),
+            "-".into(),
+            "-".into(),
+            style.size(j.data.as_ref().and_then(|d| d.total_bytes)),
+            style.size(j.data.as_ref().and_then(|d| d.used_bytes)),
+            Pct(j.data.as_ref().and_then(|d| d.used_percent)).to_string(),
+            Pct(j.metadata.as_ref().and_then(|d| d.used_percent)).to_string(),
+            if j.needs_check == Some(true) {
+                format!("{},needs_check", pool_state(p))
+            } else {
+                pool_state(p)
+            },
+        ]);
+        for th in thins_of(scan, p) {
+            t.push(thin_ls_row(Some(p), th, style));
+        }
+    }
+    for th in orphans {
+        t.push(thin_ls_row(None, th, style));
+    }
+    t.render(style)
+}
+
+fn thin_ls_row(pool: Option<&Pool>, th: &Thin, style: &Style) -> Vec<String> {
+    let j = thin_json(pool, th);
+    vec![
+        th.name.clone(),
+        "thin".into(),
+        pool.map(|p| p.name.clone())
+            .or_else(|| th.pool.map(|d| d.to_string()))
+            .unwrap_or_else(|| "-".into()),
+        opt(th.dev_id),
+        style.size(Some(th.length.saturating_mul(512))),
+        style.size(j.mapped_bytes),
+        Pct(j.mapped_percent).to_string(),
+        "-".into(),
+        j.state.to_string(),
+    ]
+}
+
+/// Thins of `pool`, ordered by id.
+pub fn thins_of<'a>(scan: &'a Scan, pool: &Pool) -> Vec<&'a Thin> {
+    let mut v: Vec<&Thin> = scan
+        .thins
+        .iter()
+        .filter(|t| t.pool == Some(pool.info.dev))
+        .collect();
+    v.sort_by_key(|t| (t.dev_id, t.name.clone()));
+    v
+}
+
+/// Space figures in JSON.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct JSpace {
+    /// Block size in bytes (null if the table is unknown).
+    pub block_size_bytes: Option<u64>,
+    /// Used blocks.
+    pub used_blocks: u64,
+    /// Total blocks.
+    pub total_blocks: u64,
+    /// Free blocks.
+    pub free_blocks: u64,
+    /// Used bytes.
+    pub used_bytes: Option<u64>,
+    /// Total bytes.
+    pub total_bytes: Option<u64>,
+    /// Used percentage (LVM rounding, 2 decimals).
+    pub used_percent: Option<f64>,
+    /// Low-water mark in blocks (data: the table's; metadata: the kernel's
+    /// threshold from the status line).
+    pub low_water_blocks: Option<u64>,
+}
+
+/// A pool in JSON.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct JPool {
+    /// DM name.
+    pub name: String,
+    /// `MAJ:MIN`.
+    pub dev: String,
+    /// Target type.
+    pub target: String,
+    /// `ok`, `fail` (status `Fail`), `error` (status `Error`) or `unreadable`.
+    pub state: &'static str,
+    /// `rw`, `ro`, `out_of_data_space` or null.
+    pub mode: Option<&'static str>,
+    /// Transaction id.
+    pub transaction_id: Option<u64>,
+    /// Data space.
+    pub data: Option<JSpace>,
+    /// Metadata space.
+    pub metadata: Option<JSpace>,
+    /// Held metadata root block.
+    pub held_metadata_root: Option<u64>,
+    /// `passdown`, `nopassdown`, `ignore` or null.
+    pub discards: Option<&'static str>,
+    /// `queue` or `error` or null.
+    pub when_full: Option<&'static str>,
+    /// needs_check flag (null if unknown).
+    pub needs_check: Option<bool>,
+    /// Unrecognised status words.
+    pub extra_flags: Vec<String>,
+    /// Table feature words.
+    pub features: Vec<String>,
+    /// Pool length in bytes.
+    pub size_bytes: u64,
+    /// Suspended.
+    pub suspended: bool,
+    /// DM event counter.
+    pub event_nr: u32,
+    /// Why the status could not be read or parsed.
+    pub error: Option<String>,
+    /// Active thins of the pool.
+    pub thins: Vec<JThin>,
+}
+
+/// A thin in JSON.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct JThin {
+    /// DM name.
+    pub name: String,
+    /// `MAJ:MIN`.
+    pub dev: String,
+    /// Target type.
+    pub target: String,
+    /// Pool name (null if the pool is not active under a known name).
+    pub pool: Option<String>,
+    /// Pool `MAJ:MIN`.
+    pub pool_dev: Option<String>,
+    /// Thin device id.
+    pub dev_id: Option<u32>,
+    /// `ok`, `fail`, `error`, `no_device` or `unreadable`.
+    pub state: &'static str,
+    /// Size in bytes.
+    pub size_bytes: u64,
+    /// Size in sectors.
+    pub size_sectors: u64,
+    /// Mapped sectors.
+    pub mapped_sectors: Option<u64>,
+    /// Mapped bytes.
+    pub mapped_bytes: Option<u64>,
+    /// Mapped pool blocks.
+    pub mapped_blocks: Option<u64>,
+    /// Mapped / size, capped at 100 (LVM's thin Data%).
+    pub mapped_percent: Option<f64>,
+    /// Highest mapped sector.
+    pub highest_mapped_sector: Option<u64>,
+    /// External origin `MAJ:MIN`.
+    pub external_origin: Option<String>,
+    /// Suspended.
+    pub suspended: bool,
+    /// Why the status could not be read or parsed.
+    pub error: Option<String>,
+}
+
+/// Builds a pool's JSON object.
+pub fn pool_json(p: &Pool, thins: &[&Thin]) -> JPool {
+    let bb = p.block_bytes();
+    let (table_lwm, features) = match &p.table {
+        Ok(t) => (Some(t.low_water_blocks), t.features.clone()),
+        Err(_) => (None, Vec::new()),
+    };
+    let mut j = JPool {
+        name: p.name.clone(),
+        dev: p.info.dev.to_string(),
+        target: p.target.clone(),
+        state: "ok",
+        mode: None,
+        transaction_id: None,
+        data: None,
+        metadata: None,
+        held_metadata_root: None,
+        discards: None,
+        when_full: None,
+        needs_check: None,
+        extra_flags: Vec::new(),
+        features,
+        size_bytes: p.length.saturating_mul(512),
+        suspended: p.info.suspended,
+        event_nr: p.info.event_nr,
+        error: None,
+        thins: thins.iter().map(|t| thin_json(Some(p), t)).collect(),
+    };
+    match &p.status {
+        Ok(PoolStatus::Fail) => j.state = "fail",
+        Ok(PoolStatus::Error) => j.state = "error",
+        Err(e) => {
+            j.state = "unreadable";
+            j.error = Some(e.clone());
+        }
+        Ok(PoolStatus::Working(u)) => {
+            j.mode = u.mode.map(|m| m.as_str());
+            j.transaction_id = Some(u.transaction_id);
+            j.data = Some(JSpace {
+                block_size_bytes: bb,
+                used_blocks: u.data_used,
+                total_blocks: u.data_total,
+                free_blocks: u.data_total.saturating_sub(u.data_used),
+                used_bytes: bb.map(|b| u.data_used.saturating_mul(b)),
+                total_bytes: bb.map(|b| u.data_total.saturating_mul(b)),
+                used_percent: round_percent(u.data_used, u.data_total),
+                low_water_blocks: table_lwm,
+            });
+            j.metadata = Some(JSpace {
+                block_size_bytes: Some(META_BLOCK_BYTES),
+                used_blocks: u.meta_used,
+                total_blocks: u.meta_total,
+                free_blocks: u.meta_total.saturating_sub(u.meta_used),
+                used_bytes: Some(u.meta_used.saturating_mul(META_BLOCK_BYTES)),
+                total_bytes: Some(u.meta_total.saturating_mul(META_BLOCK_BYTES)),
+                used_percent: round_percent(u.meta_used, u.meta_total),
+                low_water_blocks: u.meta_low_water,
+            });
+            j.held_metadata_root = u.held_root;
+            j.discards = u.discard.map(|d| d.short());
+            j.when_full = u
+                .error_if_no_space
+                .map(|e| if e { "error" } else { "queue" });
+            j.needs_check = Some(u.needs_check);
+            j.extra_flags = u.extra_flags.clone();
+        }
+    }
+    j
+}
+
+/// Builds a thin's JSON object.
+pub fn thin_json(pool: Option<&Pool>, t: &Thin) -> JThin {
+    let bs_sectors = pool
+        .and_then(|p| p.table.as_ref().ok())
+        .map(|t| u64::from(t.block_size_sectors));
+    let mut j = JThin {
+        name: t.name.clone(),
+        dev: t.info.dev.to_string(),
+        target: t.target.clone(),
+        pool: pool.map(|p| p.name.clone()),
+        pool_dev: t.pool.map(|d| d.to_string()),
+        dev_id: t.dev_id,
+        state: "ok",
+        size_bytes: t.length.saturating_mul(512),
+        size_sectors: t.length,
+        mapped_sectors: None,
+        mapped_bytes: None,
+        mapped_blocks: None,
+        mapped_percent: None,
+        highest_mapped_sector: None,
+        external_origin: t.origin.map(|d| d.to_string()),
+        suspended: t.info.suspended,
+        error: None,
+    };
+    match &t.status {
+        Ok(ThinStatus::Working {
+            mapped_sectors,
+            highest_mapped_sector,
+        }) => {
+            j.mapped_sectors = Some(*mapped_sectors);
+            j.mapped_bytes = Some(mapped_sectors.saturating_mul(512));
+            j.mapped_blocks = bs_sectors.filter(|&b| b > 0).map(|b| mapped_sectors / b);
+            j.mapped_percent = round_percent((*mapped_sectors).min(t.length), t.length);
+            j.highest_mapped_sector = *highest_mapped_sector;
+        }
+        Ok(ThinStatus::Fail) => j.state = "fail",
+        Ok(ThinStatus::Error) => j.state = "error",
+        Ok(ThinStatus::NoDevice) => j.state = "no_device",
+        Err(e) => {
+            j.state = "unreadable";
+            j.error = Some(e.clone());
+        }
+    }
+    j
+}
+
+/// The whole `status`/`ls` JSON document.
+#[derive(Debug, Clone, Serialize)]
+pub struct JReport {
+    /// Always [`STATUS_SCHEMA`].
+    pub schema: &'static str,
+    /// Pools, each with its thins.
+    pub pools: Vec<JPool>,
+    /// Thins listed whose pool is not in `pools`.
+    pub other_thins: Vec<JThin>,
+}
+
+/// Monitoring levels, in increasing severity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Fine.
+    Ok,
+    /// The state could not be determined.
+    Unknown,
+    /// Attention needed soon.
+    Warn,
+    /// Attention needed now.
+    Crit,
+}
+
+impl Level {
+    /// Upper-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Ok => "OK",
+            Level::Unknown => "UNKNOWN",
+            Level::Warn => "WARNING",
+            Level::Crit => "CRITICAL",
+        }
+    }
+}
+
+/// `status --check` thresholds, in percent.
+#[derive(Debug, Clone, Copy)]
+pub struct Thresholds {
+    /// Data use warning.
+    pub data_warn: f64,
+    /// Data use critical.
+    pub data_crit: f64,
+    /// Metadata use warning.
+    pub meta_warn: f64,
+    /// Metadata use critical.
+    pub meta_crit: f64,
+}
+
+/// Evaluates one pool (and its thins) for `status --check`.
+pub fn check_pool(p: &Pool, thins: &[&Thin], th: &Thresholds) -> Vec<(Level, String)> {
+    let mut v = Vec::new();
+    let n = &p.name;
+    match &p.status {
+        Err(e) => v.push((Level::Unknown, format!("{n}: status unreadable: {e}"))),
+        Ok(PoolStatus::Fail) => v.push((
+            Level::Crit,
+            format!("{n}: pool has failed (status Fail): all I/O errors; tear it down and check its metadata"),
+        )),
+        Ok(PoolStatus::Error) => v.push((
+            Level::Crit,
+            format!("{n}: the kernel could not query the pool metadata (status Error)"),
+        )),
+        Ok(PoolStatus::Working(u)) => {
+            if u.needs_check {
+                v.push((
+                    Level::Crit,
+                    format!("{n}: needs_check is set: deactivate and run thin_check"),
+                ));
+            }
+            match u.mode {
+                Some(PoolModeWord::ReadOnly) => v.push((
+                    Level::Crit,
+                    format!("{n}: pool is read-only (metadata failure or out of metadata space)"),
+                )),
+                Some(PoolModeWord::OutOfDataSpace) => v.push((
+                    Level::Crit,
+                    format!(
+                        "{n}: pool is out of data space ({} on new writes)",
+                        if u.error_if_no_space == Some(true) {
+                            "erroring"
+                        } else {
+                            "queueing"
+                        }
+                    ),
+                )),
+                _ => {}
+            }
+            let mut pct = |what: &str, used: u64, total: u64, warn: f64, crit: f64| {
+                if let Some(p) = round_percent(used, total) {
+                    if p >= crit {
+                        v.push((Level::Crit, format!("{n}: {what} {p:.2}% used (>= {crit}%)")));
+                    } else if p >= warn {
+                        v.push((Level::Warn, format!("{n}: {what} {p:.2}% used (>= {warn}%)")));
+                    }
+                }
+            };
+            pct("data", u.data_used, u.data_total, th.data_warn, th.data_crit);
+            pct("metadata", u.meta_used, u.meta_total, th.meta_warn, th.meta_crit);
+            let data_free = u.data_total.saturating_sub(u.data_used);
+            if let Ok(t) = &p.table {
+                if t.low_water_blocks > 0 && data_free <= t.low_water_blocks {
+                    v.push((
+                        Level::Warn,
+                        format!(
+                            "{n}: data free {data_free} blocks is at or below the low-water mark {}",
+                            t.low_water_blocks
+                        ),
+                    ));
+                }
+            }
+            let meta_free = u.meta_total.saturating_sub(u.meta_used);
+            if let Some(lw) = u.meta_low_water {
+                if meta_free <= lw {
+                    v.push((
+                        Level::Warn,
+                        format!("{n}: metadata free {meta_free} blocks is at or below the low-water mark {lw}"),
+                    ));
+                }
+            }
+        }
+    }
+    for t in thins {
+        match &t.status {
+            Ok(ThinStatus::Fail) => v.push((Level::Crit, format!("{}: thin failed", t.name))),
+            Ok(ThinStatus::Error) => {
+                v.push((Level::Crit, format!("{}: thin status Error", t.name)))
+            }
+            Err(e) => v.push((
+                Level::Unknown,
+                format!("{}: status unreadable: {e}", t.name),
+            )),
+            _ => {}
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dm::DevInfo;
+    use crate::status::{parse_pool_status, parse_pool_table, parse_thin_status, DevT};
+
+    fn pool(status: &str) -> Pool {
+        Pool {
+            name: "pool0".into(),
+            info: DevInfo {
+                dev: DevT {
+                    major: 253,
+                    minor: 3,
+                },
+                open_count: 1,
+                event_nr: 4,
+                suspended: false,
+                active: true,
+            },
+            target: "thin-pool".into(),
+            length: 2_097_152,
+            table: parse_pool_table("253:1 253:2 128 100 1 skip_block_zeroing ")
+                .map_err(|e| e.to_string()),
+            status: parse_pool_status(status).map_err(|e| e.to_string()),
+        }
+    }
+
+    fn thin(status: &str) -> Thin {
+        Thin {
+            name: "thin1".into(),
+            info: DevInfo {
+                dev: DevT {
+                    major: 253,
+                    minor: 4,
+                },
+                open_count: 0,
+                event_nr: 0,
+                suspended: false,
+                active: true,
+            },
+            target: "thin".into(),
+            length: 2048,
+            pool: Some(DevT {
+                major: 253,
+                minor: 3,
+            }),
+            dev_id: Some(1),
+            origin: None,
+            status: parse_thin_status(status).map_err(|e| e.to_string()),
+        }
+    }
+
+    const TH: Thresholds = Thresholds {
+        data_warn: 80.0,
+        data_crit: 95.0,
+        meta_warn: 80.0,
+        meta_crit: 95.0,
+    };
+
+    #[test]
+    fn json_schema_golden() {
+        let p = pool("5 61/512 10/16384 17 rw ignore_discard queue_if_no_space - 128 ");
+        let t = thin("256 1279");
+        let r = JReport {
+            schema: STATUS_SCHEMA,
+            pools: vec![pool_json(&p, &[&t])],
+            other_thins: vec![],
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["schema"], "rthinctl.status/1");
+        let jp = &v["pools"][0];
+        assert_eq!(jp["dev"], "253:3");
+        assert_eq!(jp["state"], "ok");
+        assert_eq!(jp["mode"], "rw");
+        assert_eq!(jp["transaction_id"], 5);
+        assert_eq!(jp["held_metadata_root"], 17);
+        assert_eq!(jp["discards"], "ignore");
+        assert_eq!(jp["when_full"], "queue");
+        assert_eq!(jp["needs_check"], false);
+        assert_eq!(jp["data"]["block_size_bytes"], 65536);
+        assert_eq!(jp["data"]["used_bytes"], 655_360);
+        assert_eq!(jp["data"]["total_blocks"], 16384);
+        assert_eq!(jp["data"]["low_water_blocks"], 100);
+        assert_eq!(jp["metadata"]["block_size_bytes"], 4096);
+        assert_eq!(jp["metadata"]["used_percent"], 11.91);
+        assert_eq!(jp["metadata"]["low_water_blocks"], 128);
+        assert_eq!(jp["features"][0], "skip_block_zeroing");
+        let jt = &jp["thins"][0];
+        assert_eq!(jt["pool"], "pool0");
+        assert_eq!(jt["dev_id"], 1);
+        assert_eq!(jt["mapped_sectors"], 256);
+        assert_eq!(jt["mapped_blocks"], 2);
+        assert_eq!(jt["mapped_percent"], 12.5);
+        assert_eq!(jt["highest_mapped_sector"], 1279);
+
+        // Unknowns are null, not missing or zero.
+        let f = pool_json(&pool("Fail"), &[]);
+        let v = serde_json::to_value(&f).unwrap();
+        assert_eq!(v["state"], "fail");
+        assert!(v["transaction_id"].is_null());
+        assert!(v["data"].is_null());
+        assert!(v["needs_check"].is_null());
+        let t = serde_json::to_value(thin_json(None, &thin("Fail"))).unwrap();
+        assert_eq!(t["state"], "fail");
+        assert!(t["mapped_bytes"].is_null());
+        assert!(t["pool"].is_null());
+        let t = serde_json::to_value(thin_json(None, &thin("0 -"))).unwrap();
+        assert!(t["highest_mapped_sector"].is_null());
+        assert!(t["mapped_blocks"].is_null());
+        assert_eq!(t["mapped_bytes"], 0);
+    }
+
+    #[test]
+    fn tables_align_and_raw() {
+        let p = pool("5 61/512 10/16384 - rw discard_passdown queue_if_no_space needs_check 128 ");
+        let s = pool_table(
+            &[(&p, 1)],
+            &Style {
+                units: Units::default(),
+                suffix: true,
+                headings: true,
+                separator: None,
+            },
+        );
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].starts_with("POOL "));
+        assert!(lines[1].contains("640.00k"), "{s}");
+        assert!(lines[1].contains("needs_check"), "{s}");
+        // Right-aligned columns end at the same offset.
+        let end0 = lines[0].find("DATA%").unwrap() + 5;
+        assert_eq!(&lines[1][end0 - 4..end0], "0.06", "{s}");
+
+        let s = pool_table(&[(&p, 1)], &Style::raw());
+        assert_eq!(
+            s,
+            "pool0:thin-pool:rw:5:655360:1073741824:0.06:249856:2097152:11.91:-:1:needs_check,discard=passdown,when_full=queue\n"
+        );
+        let t = thin("Fail");
+        let s = thin_table(&[(Some(&p), &t)], &Style::raw());
+        assert_eq!(s, "thin1:pool0:1:1048576:-:-:-:fail\n");
+    }
+
+    #[test]
+    fn check_levels() {
+        let ok = pool("0 61/512 10/16384 - rw discard_passdown queue_if_no_space - 128 ");
+        assert!(check_pool(&ok, &[], &TH).is_empty());
+        let worst = |p: &Pool| {
+            check_pool(p, &[], &TH)
+                .iter()
+                .map(|x| x.0)
+                .max()
+                .unwrap_or(Level::Ok)
+        };
+        assert_eq!(worst(&pool("Fail")), Level::Crit);
+        assert_eq!(worst(&pool("Error")), Level::Crit);
+        assert_eq!(
+            worst(&pool(
+                "0 61/512 10/16384 - ro discard_passdown queue_if_no_space - 128 "
+            )),
+            Level::Crit
+        );
+        assert_eq!(
+            worst(&pool(
+                "0 61/512 10/16384 - rw discard_passdown queue_if_no_space needs_check 128 "
+            )),
+            Level::Crit
+        );
+        assert_eq!(worst(&pool("0 61/512 16384/16384 - out_of_data_space discard_passdown queue_if_no_space - 128 ")), Level::Crit);
+        // 85% data: warn; 96%: crit.
+        assert_eq!(
+            worst(&pool(
+                "0 61/512 850/1000 - rw discard_passdown queue_if_no_space - 128 "
+            )),
+            Level::Warn
+        );
+        assert_eq!(
+            worst(&pool(
+                "0 61/512 960/1000 - rw discard_passdown queue_if_no_space - 128 "
+            )),
+            Level::Crit
+        );
+        // Metadata 90%: warn.
+        assert_eq!(
+            worst(&pool(
+                "0 900/1000 10/16384 - rw discard_passdown queue_if_no_space - 50 "
+            )),
+            Level::Warn
+        );
+        // Data low-water mark (table says 100 blocks): free 100 → a warning
+        // of its own (the percentage is critical here as well).
+        let p = pool("0 61/512 16284/16384 - rw discard_passdown queue_if_no_space - 128 ");
+        assert!(check_pool(&p, &[], &TH)
+            .iter()
+            .any(|(l, t)| *l == Level::Warn && t.contains("low-water mark 100")));
+        // Metadata low water: free 128 of 512 → warn.
+        assert_eq!(
+            worst(&pool(
+                "0 384/512 10/16384 - rw discard_passdown queue_if_no_space - 128 "
+            )),
+            Level::Warn
+        );
+        // A broken status line is unknown.
+        assert_eq!(worst(&pool("garbage")), Level::Unknown);
+        // A failed thin makes the pool critical.
+        let t = thin("Fail");
+        assert_eq!(check_pool(&ok, &[&t], &TH)[0].0, Level::Crit);
+    }
+}

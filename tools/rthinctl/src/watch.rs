@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: GPL-2.0
+//! `watch`: periodic no-flush status of pools with fill rate and time to
+//! full. Between samples it waits on the device-mapper event poll
+//! (DM_DEV_ARM_POLL + poll on /dev/mapper/control), so a low-water or mode
+//! change event prints a sample at once.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde::Serialize;
+
+use crate::dm::Transport;
+use crate::explain::{exit, Error, Result};
+use crate::model::{resolve, scan_all, Pool};
+use crate::ops::Ctx;
+use crate::report::{self, META_BLOCK_BYTES};
+use crate::status::PoolStatus;
+use crate::units::Pct;
+
+/// `watch` options.
+#[derive(Args, Debug)]
+pub struct WatchArgs {
+    /// Pools to watch (default: all).
+    pools: Vec<String>,
+    /// Seconds between samples.
+    #[arg(long, default_value_t = 2.0, value_name = "SECS")]
+    interval: f64,
+    /// Stop after this many samples (default: run until interrupted).
+    #[arg(long, value_name = "N")]
+    count: Option<u64>,
+    /// Seconds of history used for the fill rate.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    window: f64,
+}
+
+/// JSON schema of one `watch --json` line.
+pub const WATCH_SCHEMA: &str = "rthinctl.watch/1";
+
+/// Fill-rate estimator over a time window.
+#[derive(Debug, Default)]
+pub struct Rate {
+    samples: VecDeque<(f64, u64)>,
+}
+
+impl Rate {
+    /// Records `used` at time `t` (seconds) and returns (blocks per second,
+    /// seconds until `total` at that rate). The rate is measured from the
+    /// oldest sample in the window; the time is `None` unless the pool fills.
+    pub fn add(
+        &mut self,
+        t: f64,
+        used: u64,
+        total: u64,
+        window: f64,
+    ) -> (Option<f64>, Option<f64>) {
+        self.samples.push_back((t, used));
+        while self.samples.len() > 2 && self.samples.front().is_some_and(|s| t - s.0 > window) {
+            self.samples.pop_front();
+        }
+        let (t0, u0) = match self.samples.front() {
+            Some(x) if self.samples.len() >= 2 => *x,
+            _ => return (None, None),
+        };
+        let dt = t - t0;
+        if dt <= 0.0 {
+            return (None, None);
+        }
+        let rate = (used as f64 - u0 as f64) / dt;
+        let ttf = if rate > 0.0 {
+            Some(total.saturating_sub(used) as f64 / rate)
+        } else {
+            None
+        };
+        (Some(rate), ttf)
+    }
+}
+
+/// `1h02m`, `45s`, `3d04h`.
+pub fn fmt_duration(secs: Option<f64>) -> String {
+    let Some(s) = secs else { return "-".into() };
+    if !s.is_finite() || s < 0.0 {
+        return "-".into();
+    }
+    let s = s as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..=86_399 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3600),
+    }
+}
+
+#[derive(Serialize)]
+struct JSample {
+    schema: &'static str,
+    time_unix: u64,
+    event: bool,
+    pool: report::JPool,
+    data_rate_bytes_per_sec: Option<f64>,
+    data_seconds_to_full: Option<f64>,
+    metadata_rate_bytes_per_sec: Option<f64>,
+    metadata_seconds_to_full: Option<f64>,
+}
+
+/// Runs the watch loop.
+pub fn watch(ctx: &Ctx, t: &dyn Transport, a: &WatchArgs) -> Result<i32> {
+    if !(a.interval.is_finite() && a.interval > 0.0) {
+        return Err(Error::usage(
+            "--interval must be a positive number of seconds",
+        ));
+    }
+    let interval = Duration::from_secs_f64(a.interval.min(86_400.0));
+    let start = Instant::now();
+    let mut rates: HashMap<String, (Rate, Rate)> = HashMap::new();
+    let mut n = 0u64;
+    let mut event = false;
+    let mut header_done = false;
+    loop {
+        let scan = scan_all(t)?;
+        let pools: Vec<&Pool> = if a.pools.is_empty() {
+            scan.pools.iter().collect()
+        } else {
+            let list: Vec<_> = scan
+                .pools
+                .iter()
+                .map(|p| (p.name.clone(), p.info.dev))
+                .collect();
+            let mut v = Vec::new();
+            for arg in &a.pools {
+                let name = resolve(arg, &list).map_err(|_| {
+                    Error::new(exit::NOT_FOUND, format!("{arg} is not an active thin pool"))
+                })?;
+                v.extend(scan.pools.iter().filter(|p| p.name == name));
+            }
+            v
+        };
+        let now = start.elapsed().as_secs_f64();
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let mut table = report::Table::new(&[
+            ("TIME", false),
+            ("POOL", false),
+            ("MODE", false),
+            ("DATA%", true),
+            ("DATA/s", true),
+            ("DFULL", true),
+            ("META%", true),
+            ("META/s", true),
+            ("MFULL", true),
+            ("EVENT", false),
+        ]);
+        for p in &pools {
+            let (dr, mr) = rates.entry(p.name.clone()).or_default();
+            let bb = p.block_bytes();
+            let (d, m) = match &p.status {
+                Ok(PoolStatus::Working(u)) => (
+                    dr.add(now, u.data_used, u.data_total, a.window),
+                    mr.add(now, u.meta_used, u.meta_total, a.window),
+                ),
+                _ => ((None, None), (None, None)),
+            };
+            let drate = d.0.and_then(|r| bb.map(|b| r * b as f64));
+            let mrate = m.0.map(|r| r * META_BLOCK_BYTES as f64);
+            let j = report::pool_json(p, &[]);
+            if ctx.json {
+                let s = serde_json::to_string(&JSample {
+                    schema: WATCH_SCHEMA,
+                    time_unix: unix,
+                    event,
+                    data_rate_bytes_per_sec: drate,
+                    data_seconds_to_full: d.1,
+                    metadata_rate_bytes_per_sec: mrate,
+                    metadata_seconds_to_full: m.1,
+                    pool: j,
+                })
+                .map_err(|e| Error::new(exit::OTHER, format!("JSON encoding failed: {e}")))?;
+                println!("{s}");
+            } else {
+                let rate = |r: Option<f64>| match r {
+                    Some(r) if r >= 0.0 => ctx.style.units.format(r as u64, ctx.style.suffix),
+                    Some(r) => {
+                        format!("-{}", ctx.style.units.format((-r) as u64, ctx.style.suffix))
+                    }
+                    None => "-".into(),
+                };
+                table.push(vec![
+                    unix.to_string(),
+                    p.name.clone(),
+                    report::pool_state(p),
+                    Pct(j.data.as_ref().and_then(|x| x.used_percent)).to_string(),
+                    rate(drate),
+                    fmt_duration(d.1),
+                    Pct(j.metadata.as_ref().and_then(|x| x.used_percent)).to_string(),
+                    rate(mrate),
+                    fmt_duration(m.1),
+                    if event { "yes".into() } else { "-".into() },
+                ]);
+            }
+        }
+        if !ctx.json {
+            let mut style = ctx.style.clone();
+            style.headings = style.headings && !header_done;
+            header_done = true;
+            if pools.is_empty() {
+                println!("no thin pools are active");
+            } else {
+                print!("{}", table.render(&style));
+            }
+        }
+        n += 1;
+        if a.count.is_some_and(|c| n >= c) {
+            return Ok(exit::OK);
+        }
+        // Wait for the interval, or less if a DM event arrives.
+        let deadline = Instant::now() + interval;
+        event = false;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match t.wait_event(left) {
+                Ok(true) => {
+                    event = true;
+                    break;
+                }
+                Ok(false) => {}
+                Err(_) => std::thread::sleep(left),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_and_time_to_full() {
+        let mut r = Rate::default();
+        assert_eq!(r.add(0.0, 100, 1000, 60.0), (None, None));
+        let (rate, ttf) = r.add(10.0, 200, 1000, 60.0);
+        assert_eq!(rate, Some(10.0));
+        assert_eq!(ttf, Some(80.0));
+        // Shrinking use: negative rate, never full.
+        let (rate, ttf) = r.add(20.0, 100, 1000, 60.0);
+        assert_eq!(rate, Some(0.0));
+        assert_eq!(ttf, None);
+        // Old samples leave the window.
+        let mut r = Rate::default();
+        r.add(0.0, 0, 1000, 5.0);
+        r.add(10.0, 500, 1000, 5.0);
+        let (rate, _) = r.add(11.0, 510, 1000, 5.0);
+        assert_eq!(rate, Some(10.0));
+        // Same timestamp twice: no division by zero.
+        let mut r = Rate::default();
+        r.add(1.0, 0, 10, 5.0);
+        assert_eq!(r.add(1.0, 5, 10, 5.0), (None, None));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(fmt_duration(None), "-");
+        assert_eq!(fmt_duration(Some(f64::INFINITY)), "-");
+        assert_eq!(fmt_duration(Some(42.0)), "42s");
+        assert_eq!(fmt_duration(Some(3725.0)), "1h02m");
+        assert_eq!(fmt_duration(Some(61.0)), "1m01s");
+        assert_eq!(fmt_duration(Some(90_000.0)), "1d01h");
+    }
+}
