@@ -80,6 +80,8 @@ pub struct MemMedia {
     pub mode: CrashMode,
     pub writes: u64,
     pub tear_sectors: usize,
+    /// If set, every media write is also appended here.
+    pub log: Option<Vec<(u64, Box<Block>)>>,
 }
 
 impl MemMedia {
@@ -91,6 +93,7 @@ impl MemMedia {
             mode: CrashMode::Drop,
             writes: 0,
             tear_sectors: 3,
+            log: None,
         }
     }
 
@@ -136,6 +139,9 @@ impl Media for MemMedia {
     }
     fn write_block(&mut self, b: u64, data: &Block) -> CoreResult<()> {
         self.writes += 1;
+        if let Some(l) = self.log.as_mut() {
+            l.push((b, Box::new(*data)));
+        }
         match self.budget {
             Some(0) => return Ok(()),
             Some(n) => {
@@ -154,6 +160,34 @@ impl Media for MemMedia {
         }
         self.blocks.insert(b, Box::new(*data));
         Ok(())
+    }
+    fn sync(&mut self) -> CoreResult<()> {
+        Ok(())
+    }
+}
+
+/// A read-only view of a [`MemMedia`], optionally with one block replaced
+/// (e.g. by a torn write).
+pub struct RoMedia<'a> {
+    pub base: &'a MemMedia,
+    pub overlay: Option<(u64, Box<Block>)>,
+}
+
+impl Media for RoMedia<'_> {
+    fn nr_blocks(&self) -> u64 {
+        self.base.nr_blocks
+    }
+    fn read_block(&self, b: u64, out: &mut Block) -> CoreResult<()> {
+        match &self.overlay {
+            Some((ob, d)) if *ob == b => {
+                out.copy_from_slice(&d[..]);
+                Ok(())
+            }
+            _ => self.base.read_block(b, out),
+        }
+    }
+    fn write_block(&mut self, _b: u64, _data: &Block) -> CoreResult<()> {
+        Err(CoreError::Io(-30))
     }
     fn sync(&mut self) -> CoreResult<()> {
         Ok(())
