@@ -11,8 +11,10 @@
 #   --disk GiB                add a sparse-file virtio disk (repeatable: vdb, vdc, ...)
 #   --timeout S               hard limit for the whole VM run (default 1800)
 #   --only PATTERN            run only the tests whose name contains PATTERN
-# The exit status is 0 when the guest wrote its results, 1 otherwise (crash,
-# timeout, no results). Whether the tests passed is read from the results.
+# In check mode the exit status is the tests' status: the results are read
+# by scripts/vm/report.py (KUnit cases, VM tests, kernel log), which prints a
+# line per test and `N passed, N failed`. A VM that crashed, hung or wrote no
+# results fails too. Other modes exit 0 once the guest has written results.
 . "$(dirname "$0")/lib.sh"
 
 mode=check cpus=2 mem=2048 rd_mib=256 timeout=1800 only=
@@ -72,7 +74,13 @@ if ! tar -xf "$work/results.img" -C "$results" 2>/dev/null || [ ! -f "$results/v
 	log "the VM wrote no results (crash, panic or timeout). Last console lines:"
 	tail -40 "$console" >&2 || true
 	rm -rf "$work"
+	echo "0 passed, 1 failed"
 	exit 1
 fi
 rm -rf "$work"
-exit 0
+[ "$mode" = check ] || exit 0
+# The KUnit suites the module declares: each must report, or the run fails.
+suites=$(grep -rhoE 'kunit_tests\(([a-z0-9_]+)\)' "$RTHIN_ROOT/rust" --include='*.rs' |
+	sed -E 's/kunit_tests\((.*)\)/\1/' | sort -u)
+# shellcheck disable=SC2086
+exec python3 "$RTHIN_ROOT/scripts/vm/report.py" "$results" $suites
