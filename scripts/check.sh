@@ -25,6 +25,10 @@ step() {
 
 cd "$RTHIN_ROOT"
 export CARGO_TERM_COLOR=never
+# One run at a time per clone: runs share build/ (module, initramfs, results).
+mkdir -p "$RTHIN_OUT"
+exec 9>"$RTHIN_OUT/.check.lock"
+flock 9
 # Independent steps: a failure is counted and the run goes on, so one run
 # reports everything that is wrong.
 step "cargo fmt --check" cargo fmt --all -- --check || true

@@ -30,10 +30,13 @@ base=$RTHIN_CACHE/initramfs-base-$key.cpio.gz
 
 if [ ! -f "$base" ]; then
 	log "assembling the VM base image (binaries, libraries, kernel modules)"
-	stage=$RTHIN_SYSROOT/build/initramfs-base
+	# A private staging folder: two clones may build the base at once.
+	stage_in=/build/initramfs-base.$$
+	stage=$RTHIN_SYSROOT$stage_in
 	rm -rf "$stage"
 	in_sysroot /bin/bash -ec '
-		stage=/build/initramfs-base
+		stage=$1
+		shift
 		mkdir -p $stage/{bin,sbin,etc,proc,sys,dev,tmp,run,root,mnt,results,lib/modules,usr/bin,usr/sbin}
 		for bin in "$@"; do
 			mkdir -p "$stage$(dirname "$bin")"
@@ -47,7 +50,7 @@ if [ ! -f "$base" ]; then
 		cp -a /build/modroot/lib/modules/. $stage/lib/modules/
 		# merged-/usr layout, as trixie has it.
 		ln -sfn usr/lib $stage/lib64 2>/dev/null || true
-	' base-stage "${BINARIES[@]}"
+	' base-stage "$stage_in" "${BINARIES[@]}"
 	for t in "${THIN_TOOLS[@]}"; do ln -sf pdata_tools "$stage/usr/sbin/$t"; done
 	for t in "${LVM_TOOLS[@]}"; do ln -sf lvm "$stage/usr/sbin/$t"; done
 	ln -sf mke2fs "$stage/usr/sbin/mkfs.ext4"
@@ -68,8 +71,8 @@ if [ ! -f "$base" ]; then
 		obtain_device_list_from_udev = 0
 	}
 	LVM
-	(cd "$stage" && find . | cpio -o -H newc --quiet | gzip -1) >"$base.tmp"
-	mv "$base.tmp" "$base"
+	(cd "$stage" && find . | cpio -o -H newc --quiet | gzip -1) >"$base.tmp.$$"
+	mv "$base.tmp.$$" "$base"
 	rm -rf "$stage"
 fi
 
