@@ -17,6 +17,11 @@
 extern crate std;
 
 pub mod args;
+pub mod block_store;
+pub mod btree;
+pub mod checksum;
+pub mod codec;
+pub mod core_error;
 pub mod dm_errno;
 pub mod dm_message;
 pub mod dm_pool_mode;
@@ -24,11 +29,6 @@ pub mod dm_pool_table;
 pub mod dm_status;
 pub mod dm_status_buf;
 pub mod dm_thin_table;
-pub mod block_store;
-pub mod btree;
-pub mod checksum;
-pub mod codec;
-pub mod core_error;
 pub mod space_map;
 pub mod superblock;
 pub mod thin_metadata;
