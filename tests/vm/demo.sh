@@ -22,7 +22,7 @@ say "fio: 32 MiB of 4 KiB random writes, each block checked with crc32c"
 fio --name=demo --filename=/dev/mapper/thin --rw=randwrite --bs=4k --size=32M --ioengine=psync \
 	--direct=1 --verify=crc32c --do_verify=1 --verify_fatal=1 --randrepeat=1 \
 	--output-format=terse --terse-version=3 >/tmp/fio.out 2>&1 || ok=0
-awk -F';' '{printf "    wrote %s KiB at %s KiB/s, then verified it; errors: %s\n", $48, $49, $5}' /tmp/fio.out
+awk -F';' '{printf "    wrote %s KiB at %s KiB/s, then verified it; errors: %s\n", $47, $48, $5}' /tmp/fio.out
 
 say "Tear down"
 show dmsetup remove thin || ok=0
