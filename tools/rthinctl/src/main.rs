@@ -9,6 +9,7 @@
 
 mod dm;
 mod explain;
+mod meta;
 mod model;
 mod ops;
 mod report;
@@ -214,6 +215,32 @@ enum Cmd {
     },
     /// Show rthinctl's version, the DM ioctl version and thin target versions.
     Version,
+    /// Offline metadata of an inactive pool (device or image file), read with
+    /// the same core crate as the kernel module.
+    #[command(subcommand)]
+    Meta(MetaCmd),
+}
+
+#[derive(Subcommand, Debug)]
+enum MetaCmd {
+    /// Check the superblock, device details and every mapping tree.
+    Check {
+        /// Metadata device or image.
+        path: String,
+        /// Print nothing when the metadata is fine.
+        #[arg(short, long)]
+        quiet: bool,
+    },
+    /// Print the metadata as thin_dump XML.
+    Dump {
+        /// Metadata device or image.
+        path: String,
+    },
+    /// List the thin devices in the metadata.
+    Ls {
+        /// Metadata device or image.
+        path: String,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -286,6 +313,13 @@ fn run(cli: Cli) -> Result<i32> {
             return Ok(ops::status_check(&ctx, a));
         }
     }
+    if let Cmd::Meta(m) = &cli.cmd {
+        return match m {
+            MetaCmd::Check { path, quiet } => meta::check(path, *quiet),
+            MetaCmd::Dump { path } => meta::dump(path),
+            MetaCmd::Ls { path } => meta::ls(path, ctx.json, &ctx.style),
+        };
+    }
     let t = ops::open()?;
     let t: &dyn dm::Transport = &t;
     match cli.cmd {
@@ -349,6 +383,7 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Cmd::Message { pool, words } => ops::message(&ctx, t, &pool, &words),
         Cmd::Version => ops::version(&ctx, t),
+        Cmd::Meta(_) => Ok(exit::OK),
     }
 }
 
