@@ -77,6 +77,7 @@ impl CoreError {
 pub type CoreResult<T> = Result<T, CoreError>;
 
 /// Shorthand for a corruption error.
+#[inline(always)]
 pub(crate) const fn corrupt(c: Corruption) -> CoreError {
     CoreError::Corrupt(c)
 }
