@@ -1,37 +1,451 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The `rthin-pool` target.
 //!
-//! Foundation stage: the constructor parses the table line exactly as dm-thin
-//! does (same checks, same order, same messages) and opens the metadata and
-//! data devices; I/O sent to the pool device itself goes to the data device,
-//! as in dm-thin. Metadata, provisioning and messages arrive with the targets
-//! issue.
+//! The constructor parses the table line exactly as dm-thin does, opens the
+//! metadata and data devices and finds or creates the **pool object**
+//! ([`PoolState`] behind a kernel mutex, shared through an `Arc`): the pool
+//! object outlives table reloads and is shared with the thin targets, which
+//! find it through the module-global registry (`glue::registry`) keyed by the
+//! pool's mapped device, as dm-thin's `__pool_table_lookup` does. A new pool
+//! object opens the metadata through a dm-bufio block store, formatting it
+//! when block 0 is all zeroes.
+//!
+//! The target serves dm-thin's six messages, the INFO status line with real
+//! numbers, and commits where dm-thin commits: after each successful message,
+//! before `reserve_metadata_snap`, on INFO status (unless `--noflush` or
+//! suspended), at postsuspend, after a data resize at preresume, and when the
+//! pool object goes away. I/O sent to the pool device itself goes to the data
+//! device, as in dm-thin.
 
 use core::fmt;
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    sync::{Arc, Mutex},
+};
 
 use crate::{
-    dm_errno::{EINVAL, ENOMEM},
-    dm_pool_table::{glue_errors, write_pool_table, PoolTable, PoolTableLine},
+    block_store::BlockStore,
+    checksum::BlockKind,
+    core_error::CoreError,
+    dm_errno::{EBUSY, EINVAL, ENOMEM, EPERM},
+    dm_message::PoolMessage,
+    dm_pool_mode::{BindRequest, ModeChange, PoolMode, PoolModeState},
+    dm_pool_table::{
+        glue_errors, metadata_low_water_threshold, nr_data_blocks, write_pool_table, PoolFeatures,
+        PoolTable, PoolTableLine, METADATA_BLOCK_SECTORS, METADATA_MAX_SECTORS,
+    },
+    dm_status::{write_pool_info, DiscardStatus, PoolInfo, FAIL},
     dm_status_buf::StatusBuf,
     glue::{
         bio::Bio,
-        dm::{Args, CtrError, DmDev, MapResult, StatusKind, TargetCtx, TargetOps},
+        bufio::BufioStore,
+        dm::{Args, CtrError, DmDev, MapResult, MdKey, StatusKind, TableMd, TargetCtx, TargetOps},
+        registry,
     },
+    thin_metadata::ThinMetadata,
 };
 
-/// One pool: its two devices and its table.
+/// dm-thin's `no_space_timeout` default (seconds). rthin has no timer yet, so
+/// the value only feeds the mode state machine.
+const NO_SPACE_TIMEOUT_SECS: u32 = 60;
+
+/// A `Display` made of a closure, for logging the core's `write_log`s.
+struct Show<F: Fn(&mut fmt::Formatter<'_>) -> fmt::Result>(F);
+
+impl<F: Fn(&mut fmt::Formatter<'_>) -> fmt::Result> kernel::fmt::Display for Show<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (self.0)(f)
+    }
+}
+
+/// dm-thin's `__set_metadata_reserve` and `dm_pool_get_free_metadata_block_count`:
+/// `min(4096, total / 10)` blocks are kept back from `free` (clamped at 0).
+fn free_after_reserve(total: u64, free: u64) -> u64 {
+    free.saturating_sub((total / 10).min(4096))
+}
+
+/// Pure logic of the pool target, for KUnit.
+pub(crate) mod selftest {
+    /// The metadata reserve matches dm-thin's numbers.
+    pub(crate) fn metadata_reserve() -> bool {
+        super::free_after_reserve(512, 500) == 449
+            && super::free_after_reserve(65536, 65000) == 65000 - 4096
+            && super::free_after_reserve(512, 10) == 0
+    }
+}
+
+/// A pool object shared by the pool's tables and its thin targets.
+pub(crate) type SharedPool = Arc<Mutex<PoolState>>;
+
+/// One registry entry (`dm_thin_pool_table`).
+pub(crate) struct PoolEntry {
+    /// The pool's mapped device.
+    md: MdKey,
+    /// The metadata device's `dev_t`.
+    metadata_dev: u32,
+    /// The data device's `dev_t`.
+    data_dev: u32,
+    /// Pool targets (tables) using the object; the entry goes at zero.
+    tables: usize,
+    /// The pool object.
+    pool: SharedPool,
+}
+
+/// The state of one pool object, behind its mutex.
+pub(crate) struct PoolState {
+    /// The pool's mapped device, for log prefixes.
+    name: TableMd,
+    /// The metadata.
+    md: ThinMetadata<BufioStore>,
+    /// The mode state machine.
+    mode: PoolModeState,
+    /// Between presuspend and resume (a new object starts suspended).
+    suspended: bool,
+    /// Id of the table bound at the last preresume (0: none yet).
+    bound_table: u64,
+    /// Last table id handed out.
+    last_table_id: u64,
+    /// Live (adjusted) features of the bound table.
+    features: PoolFeatures,
+    /// Thin targets constructed per device id: `(id, count)`.
+    open_thins: KVec<(u32, u32)>,
+}
+
+impl PoolState {
+    /// The pool's name, for log lines.
+    fn name(&self) -> &str {
+        self.name.name()
+    }
+
+    /// Free metadata blocks as dm-thin reports them (reserve subtracted).
+    fn metadata_free_after_reserve(&self) -> u64 {
+        let usage = self.md.metadata_usage();
+        free_after_reserve(usage.total, usage.free)
+    }
+
+    /// Logs a mode change as dm-thin's `notify_of_pool_mode_change` does.
+    fn report(&self, change: &ModeChange) {
+        if change.write_refused_needs_check {
+            pr_err!(
+                "{}: unable to switch pool to write mode until repaired.\n",
+                self.name()
+            );
+        }
+        if change.notify {
+            pr_info!("{}: {}\n", self.name(), Show(|f| change.write_log(f)));
+        }
+    }
+
+    /// dm-thin's `metadata_operation_failed`: log, roll back to the last
+    /// commit, set needs_check, and go read-only (or fail).
+    fn metadata_operation_failed(&mut self, op: &str, e: CoreError) {
+        pr_err!(
+            "{}: metadata operation '{}' failed: error = -{}\n",
+            self.name(),
+            op,
+            e.errno()
+        );
+        self.md.abort();
+        let needs_check_ok = self.md.set_needs_check().is_ok();
+        if !needs_check_ok {
+            pr_err!(
+                "{}: failed to set 'needs_check' flag in metadata\n",
+                self.name()
+            );
+        }
+        let change =
+            self.mode
+                .metadata_operation_failed(true, needs_check_ok, NO_SPACE_TIMEOUT_SECS);
+        self.report(&change);
+    }
+
+    /// dm-thin's `commit()`: refused (EINVAL) in OOMS/RO/FAIL, a failure
+    /// degrades the pool, success re-checks the free space.
+    fn commit(&mut self) -> Result<(), i32> {
+        if !self.mode.mode().may_commit() {
+            return Err(EINVAL);
+        }
+        if let Err(e) = self.md.commit() {
+            self.metadata_operation_failed("dm_pool_commit_metadata", e);
+            return Err(e.errno());
+        }
+        let free_meta = self.metadata_free_after_reserve();
+        let free_data = self.md.data_usage().free;
+        let needs_check = self.md.needs_check();
+        let change = self.mode.after_commit(
+            Some(free_meta),
+            Some(free_data),
+            needs_check,
+            NO_SPACE_TIMEOUT_SECS,
+        );
+        if PoolModeState::ooms_reason(Some(free_meta)).is_some() && change.changed() {
+            pr_warn!("{}: No free metadata blocks\n", self.name());
+        }
+        self.report(&change);
+        Ok(())
+    }
+
+    /// Counts a constructed thin target for device `id`.
+    pub(crate) fn open_thin(&mut self, id: u32) -> Result<(), Error> {
+        if let Some(e) = self.open_thins.iter_mut().find(|e| e.0 == id) {
+            e.1 = e.1.saturating_add(1);
+            return Ok(());
+        }
+        self.open_thins.push((id, 1), GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Forgets one constructed thin target for device `id`.
+    pub(crate) fn close_thin(&mut self, id: u32) {
+        if let Some(i) = self.open_thins.iter().position(|e| e.0 == id) {
+            match self.open_thins.get_mut(i) {
+                Some(e) if e.1 > 1 => e.1 -= 1,
+                _ => {
+                    let _ = self.open_thins.remove(i);
+                }
+            }
+        }
+    }
+
+    /// The metadata.
+    pub(crate) fn metadata(&self) -> &ThinMetadata<BufioStore> {
+        &self.md
+    }
+
+    /// The current mode.
+    pub(crate) fn mode(&self) -> PoolMode {
+        self.mode.mode()
+    }
+
+    /// True between presuspend and resume (and before the first resume).
+    pub(crate) fn suspended(&self) -> bool {
+        self.suspended
+    }
+
+    /// Runs one parsed message (steps 2-4 of `dm_message`'s glue flow).
+    fn run_message(&mut self, msg: &PoolMessage<'_>) -> Result<(), i32> {
+        if msg.commits_first() {
+            let _ = self.commit();
+        }
+        let result = match *msg {
+            PoolMessage::CreateThin { dev_id, .. } => self.md.create_thin(dev_id.into()),
+            PoolMessage::CreateSnap {
+                dev_id, origin_id, ..
+            } => self.md.create_snap(dev_id.into(), origin_id.into()),
+            PoolMessage::Delete { dev_id, .. } => {
+                if self.open_thins.iter().any(|e| e.0 == dev_id) {
+                    Err(CoreError::Busy)
+                } else {
+                    self.md.delete(dev_id.into())
+                }
+            }
+            PoolMessage::SetTransactionId { current, new, .. } => {
+                let r = self.md.set_transaction_id(current, new);
+                if r == Err(CoreError::Invalid) {
+                    pr_err!("mismatched transaction id\n");
+                }
+                r
+            }
+            PoolMessage::ReserveMetadataSnap => {
+                let r = self.md.reserve_metadata_snap().map(|_| ());
+                if r == Err(CoreError::Busy) {
+                    pr_warn!(
+                        "Pool metadata snapshot already exists: release this before taking another.\n"
+                    );
+                }
+                r
+            }
+            PoolMessage::ReleaseMetadataSnap => {
+                let r = self.md.release_metadata_snap();
+                if r == Err(CoreError::Invalid) {
+                    pr_warn!("No pool metadata snapshot found: nothing to release.\n");
+                }
+                r
+            }
+        };
+        match result {
+            Ok(()) => {
+                // dm-thin ignores the commit's result here.
+                let _ = self.commit();
+                Ok(())
+            }
+            Err(e) => {
+                pr_warn!("{}\n", Show(|f| msg.write_failure_log(f)));
+                // Refusals leave the metadata untouched; anything else may
+                // have half-applied the transaction.
+                if !matches!(
+                    e,
+                    CoreError::Exists | CoreError::NotFound | CoreError::Busy | CoreError::Invalid
+                ) {
+                    self.metadata_operation_failed(msg.name(), e);
+                }
+                Err(e.errno())
+            }
+        }
+    }
+}
+
+impl Drop for PoolState {
+    fn drop(&mut self) {
+        // dm_pool_metadata_close: a last commit unless read-only or failed.
+        if self.mode.mode().may_commit() {
+            let _ = self.md.commit();
+        }
+    }
+}
+
+/// One pool table.
 pub(crate) struct Pool {
-    // Held open for the pool's lifetime; read once metadata support lands.
+    pool: SharedPool,
+    md: MdKey,
+    /// Held open for the table's lifetime (the bufio store reads through it).
     _metadata: DmDev,
     data: DmDev,
     table: PoolTableLine,
+    /// This table's requested features, adjusted for the data device.
+    features: PoolFeatures,
+    table_id: u64,
+    nr_data_blocks: u64,
+}
+
+/// Opens (or formats) the metadata of a new pool object.
+fn open_metadata(
+    metadata: &DmDev,
+    block_size: u32,
+    read_only: bool,
+) -> Result<ThinMetadata<BufioStore>, CtrError> {
+    let fail = |errno: i32| CtrError::new(errno, glue_errors::CREATE_METADATA);
+    let store = BufioStore::new(metadata.bdev()).map_err(|e| fail(-e.to_errno()))?;
+    let unformatted = {
+        let block = store.read(0, BlockKind::Raw).map_err(|e| fail(e.errno()))?;
+        block.iter().all(|&b| b == 0)
+    };
+    if unformatted {
+        if read_only {
+            // __open_or_format_metadata refuses to format a read-only pool.
+            return Err(fail(EPERM));
+        }
+        // Like dm-thin, the data space map starts empty; the first preresume
+        // grows it to the pool's size and commits.
+        return ThinMetadata::format(store, block_size, 0).map_err(|e| {
+            pr_err!("could not format metadata: error -{}\n", e.errno());
+            fail(e.errno())
+        });
+    }
+    let md = ThinMetadata::open(store, None).map_err(|e| {
+        pr_err!("could not open metadata: error -{}\n", e.errno());
+        fail(e.errno())
+    })?;
+    if md.data_block_size() != block_size {
+        pr_err!(
+            "changing the data block size (from {} to {}) is not supported\n",
+            md.data_block_size(),
+            block_size
+        );
+        return Err(fail(EINVAL));
+    }
+    Ok(md)
+}
+
+/// Finds or creates the pool object for a pool table (`__pool_find`), under
+/// the registry lock, and counts the table.
+fn find_or_create(
+    md: TableMd,
+    metadata: &DmDev,
+    data: &DmDev,
+    block_size: u32,
+    features: PoolFeatures,
+) -> Result<(SharedPool, u64), CtrError> {
+    let key = md.key();
+    let mut pools = registry::lock().map_err(|_| CtrError::new(ENOMEM, glue_errors::ALLOC_POOL))?;
+    let (meta_dev, data_dev) = (metadata.dev_t(), data.dev_t());
+    let found = if let Some(e) = pools.iter_mut().find(|e| e.metadata_dev == meta_dev) {
+        if e.md != key {
+            return Err(CtrError::new(EBUSY, glue_errors::METADATA_IN_USE));
+        }
+        if e.data_dev != data_dev {
+            return Err(CtrError::new(EBUSY, glue_errors::DATA_IN_USE));
+        }
+        Some(e)
+    } else if let Some(e) = pools.iter_mut().find(|e| e.md == key) {
+        if e.metadata_dev != meta_dev || e.data_dev != data_dev {
+            return Err(CtrError::new(EINVAL, glue_errors::DIFFERENT_POOL));
+        }
+        Some(e)
+    } else {
+        None
+    };
+    if let Some(e) = found {
+        let mut st = e.pool.lock();
+        if st.features.discard_enabled != features.discard_enabled {
+            return Err(CtrError::new(EINVAL, glue_errors::DISCARD_CHANGED));
+        }
+        st.last_table_id += 1;
+        let id = st.last_table_id;
+        drop(st);
+        e.tables += 1;
+        return Ok((e.pool.clone(), id));
+    }
+    let alloc = CtrError::new(ENOMEM, glue_errors::ALLOC_POOL);
+    pools.reserve(1, GFP_KERNEL).map_err(|_| alloc)?;
+    let metadata_md = open_metadata(metadata, block_size, features.read_only)?;
+    let state = PoolState {
+        name: md,
+        md: metadata_md,
+        mode: PoolModeState::new(),
+        suspended: true,
+        bound_table: 0,
+        last_table_id: 1,
+        features,
+        open_thins: KVec::new(),
+    };
+    let pool: SharedPool =
+        Arc::pin_init(kernel::new_mutex!(state), GFP_KERNEL).map_err(|_| alloc)?;
+    let entry = PoolEntry {
+        md: key,
+        metadata_dev: meta_dev,
+        data_dev,
+        tables: 1,
+        pool: pool.clone(),
+    };
+    pools.push_within_capacity(entry).map_err(|_| alloc)?;
+    Ok((pool, 1))
+}
+
+/// Finds the pool object of the pool whose mapped device is `md`, for a thin
+/// target (`__pool_table_lookup`).
+pub(crate) fn lookup(md: MdKey) -> Option<SharedPool> {
+    let pools = registry::lock().ok()?;
+    pools.iter().find(|e| e.md == md).map(|e| e.pool.clone())
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // __pool_dec: the entry goes with the last table; the object itself
+        // with the last reference (a thin may still hold one).
+        let Ok(mut pools) = registry::lock() else {
+            return;
+        };
+        if let Some(i) = pools.iter().position(|e| e.md == self.md) {
+            let last = match pools.get_mut(i) {
+                Some(e) => {
+                    e.tables = e.tables.saturating_sub(1);
+                    e.tables == 0
+                }
+                None => false,
+            };
+            if last {
+                let _ = pools.remove(i);
+            }
+        }
+    }
 }
 
 impl TargetOps for Pool {
     const NAME: &'static CStr = c"rthin-pool";
     const COMPAT_NAME: &'static CStr = c"thin-pool";
     const VERSION: [u32; 3] = [1, 23, 0];
+    const HAS_MESSAGE: bool = true;
 
     fn ctr(ti: &mut TargetCtx<'_>, args: &Args<'_>) -> Result<Self, CtrError> {
         let words = args.words();
@@ -51,6 +465,17 @@ impl TargetOps for Pool {
         let metadata = ti.get_device(metadata_word, glue_errors::OPEN_METADATA)?;
         let data = ti.get_device(data_word, glue_errors::OPEN_DATA)?;
         let parsed = parsed.map_err(|e| CtrError::new(e.errno(), e.message()))?;
+        let mut features = parsed.features;
+        // disable_discard_passdown_if_not_supported.
+        if features.discard_enabled && features.discard_passdown && !data.supports_discard() {
+            pr_warn!("Data device discard unsupported: Disabling discard passdown.\n");
+            features.discard_passdown = false;
+        }
+        let md = ti
+            .table_md()
+            .ok_or(CtrError::new(EINVAL, glue_errors::ALLOC_POOL))?;
+        let key = md.key();
+        let (pool, table_id) = find_or_create(md, &metadata, &data, parsed.block_size, features)?;
         ti.set_num_flush_bios(1);
         let table = PoolTableLine {
             metadata_dev: metadata.devnum(),
@@ -60,9 +485,14 @@ impl TargetOps for Pool {
             requested: parsed.features,
         };
         Ok(Self {
+            pool,
+            md: key,
             _metadata: metadata,
             data,
             table,
+            features,
+            table_id,
+            nr_data_blocks: nr_data_blocks(ti.len(), parsed.block_size),
         })
     }
 
@@ -71,12 +501,127 @@ impl TargetOps for Pool {
         MapResult::Remapped
     }
 
-    fn status(&self, kind: StatusKind, out: &mut StatusBuf<'_>) -> fmt::Result {
+    fn status(&self, kind: StatusKind, noflush: bool, out: &mut StatusBuf<'_>) -> fmt::Result {
         match kind {
-            // No metadata yet, so no honest pool status line to give.
-            StatusKind::Info => Ok(()),
+            StatusKind::Info => {
+                let mut st = self.pool.lock();
+                if st.mode() == PoolMode::Fail {
+                    return out.write_bytes(FAIL.as_bytes());
+                }
+                if !noflush && !st.suspended {
+                    let _ = st.commit();
+                }
+                let meta = st.md.metadata_usage();
+                let data = st.md.data_usage();
+                let dev_blocks = st
+                    .md
+                    .store()
+                    .nr_blocks()
+                    .min(METADATA_MAX_SECTORS / METADATA_BLOCK_SECTORS);
+                let info = PoolInfo {
+                    transaction_id: st.md.transaction_id(),
+                    metadata_total: meta.total,
+                    metadata_free: st.metadata_free_after_reserve(),
+                    data_total: data.total,
+                    data_free: data.free,
+                    held_root: st.md.held_root(),
+                    mode: st.mode(),
+                    discard: DiscardStatus::from_flags(
+                        st.features.discard_enabled,
+                        st.features.discard_passdown,
+                    ),
+                    error_if_no_space: st.mode.error_if_no_space(),
+                    needs_check: st.md.needs_check(),
+                    metadata_low_water: metadata_low_water_threshold(dev_blocks),
+                };
+                write_pool_info(out, &info)
+            }
             StatusKind::Table => write_pool_table(out, &self.table),
         }
+    }
+
+    fn message(&self, words: &[&CStr]) -> Result {
+        let bytes = to_bytes(words).map_err(|e| e.error)?;
+        let mut st = self.pool.lock();
+        let msg = match PoolMessage::parse_in_mode(st.mode(), &bytes) {
+            Ok(msg) => msg,
+            Err(e) => {
+                let log = Show(|f| e.write_log(f));
+                match (e.log_is_error(), e.log_has_pool_prefix()) {
+                    (true, true) => pr_err!("{}: {}\n", st.name(), log),
+                    (true, false) => pr_err!("{}\n", log),
+                    (false, _) => pr_warn!("{}\n", log),
+                }
+                return Err(Error::from_errno(-e.errno()));
+            }
+        };
+        st.run_message(&msg)
+            .map_err(|errno| Error::from_errno(-errno))
+    }
+
+    fn preresume(&self) -> Result {
+        let mut st = self.pool.lock();
+        // bind_control_target.
+        let request = if st.bound_table == self.table_id {
+            BindRequest::SameTable
+        } else {
+            BindRequest::NewTable {
+                read_only: self.features.read_only,
+            }
+        };
+        st.bound_table = self.table_id;
+        st.features = self.features;
+        let needs_check = st.md.needs_check();
+        let change = st.mode.bind(
+            request,
+            self.features.error_if_no_space,
+            needs_check,
+            NO_SPACE_TIMEOUT_SECS,
+        );
+        st.report(&change);
+        // maybe_resize_data_dev.
+        let current = st.md.data_usage().total;
+        if self.nr_data_blocks < current {
+            pr_err!(
+                "{}: pool target ({} blocks) too small: expected {}\n",
+                st.name(),
+                self.nr_data_blocks,
+                current
+            );
+            return Err(Error::from_errno(-EINVAL));
+        }
+        if self.nr_data_blocks > current {
+            if st.md.needs_check() {
+                pr_err!(
+                    "{}: unable to grow the data device until repaired.\n",
+                    st.name()
+                );
+                return Ok(());
+            }
+            if let Err(e) = st.md.resize_data(self.nr_data_blocks) {
+                pr_err!("{}: failed to resize data device\n", st.name());
+                st.metadata_operation_failed("dm_pool_resize_data_dev", e);
+                return Err(Error::from_errno(-e.errno()));
+            }
+            let _ = st.commit();
+        }
+        Ok(())
+    }
+
+    fn resume(&self) {
+        self.pool.lock().suspended = false;
+    }
+
+    fn presuspend(&self) {
+        self.pool.lock().suspended = true;
+    }
+
+    fn presuspend_undo(&self) {
+        self.pool.lock().suspended = false;
+    }
+
+    fn postsuspend(&self) {
+        let _ = self.pool.lock().commit();
     }
 
     fn device(&self) -> &DmDev {

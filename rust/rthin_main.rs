@@ -75,6 +75,7 @@ struct Rthin {
 impl kernel::Module for Rthin {
     fn init(module: &'static ThisModule) -> Result<Self> {
         let compat = module_parameters::dm_thin_names.value();
+        glue::registry::init();
         let pool = TargetType::register(module, compat)?;
         let thin = TargetType::register(module, compat)?;
         pr_info!(

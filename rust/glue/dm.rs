@@ -48,6 +48,63 @@ pub(crate) enum StatusKind {
     Table,
 }
 
+/// dm's `DM_STATUS_NOFLUSH_FLAG` (drivers/md/dm.h, not in include/): the
+/// status request asks the target not to flush (`dmsetup status --noflush`).
+const DM_STATUS_NOFLUSH_FLAG: c_uint = 1 << 0;
+
+/// Identity of a mapped device (the pool's `struct mapped_device`), the key
+/// dm-thin uses to find a pool object from a thin's pool device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MdKey(usize);
+
+/// The mapped device a table belongs to: used for its identity and its name.
+///
+/// A table's mapped device outlives the table's targets, and a pool object
+/// that keeps one lives no longer than the last target (pool or thin) that
+/// uses it; a thin target holds the pool device open, which pins the pool's
+/// mapped device.
+pub(crate) struct TableMd(NonNull<dm::mapped_device>);
+
+// SAFETY: `dm_device_name` may be called from any context while the device
+// exists (see the type's doc for why it does); nothing else is accessed.
+unsafe impl Send for TableMd {}
+// SAFETY: as above; only shared reads.
+unsafe impl Sync for TableMd {}
+
+impl TableMd {
+    /// The key identifying this device.
+    pub(crate) fn key(&self) -> MdKey {
+        MdKey(self.0.as_ptr() as usize)
+    }
+
+    /// The device's name (what `dmsetup ls` shows), as dm-thin prefixes logs.
+    pub(crate) fn name(&self) -> &str {
+        // SAFETY: the device is alive (type doc); `dm_device_name` returns
+        // its NUL-terminated name, which lives as long as the device.
+        let name = unsafe { CStr::from_char_ptr(dm::dm_device_name(self.0.as_ptr())) };
+        name.to_str().unwrap_or("?")
+    }
+}
+
+/// A counted reference on the mapped device behind a block device
+/// (`dm_get_md`), dropped with `dm_put`.
+pub(crate) struct MdRef(NonNull<dm::mapped_device>);
+
+impl MdRef {
+    /// The key identifying this device.
+    pub(crate) fn key(&self) -> MdKey {
+        MdKey(self.0.as_ptr() as usize)
+    }
+}
+
+impl Drop for MdRef {
+    fn drop(&mut self) {
+        // SAFETY: the reference was taken by `dm_get_md` in `DmDev::get_md`
+        // and is dropped exactly once, here.
+        unsafe { dm::dm_put(self.0.as_ptr()) };
+    }
+}
+
 /// A constructor failure: the errno returned to dm and the message stored in
 /// `ti->error`, which dmsetup and the kernel log show to the user.
 #[derive(Debug, Clone, Copy)]
@@ -95,6 +152,25 @@ impl DmDev {
         // dev_t packs 12 bits of major above 20 bits of minor (MINORBITS).
         DevNum::new(dev >> 20, dev & 0xf_ffff)
     }
+
+    /// The raw `dev_t`, for comparing devices.
+    pub(crate) fn dev_t(&self) -> u32 {
+        // SAFETY: as in `devnum`.
+        unsafe { (*self.bdev()).bd_dev }
+    }
+
+    /// The mapped device behind this device, if it is a dm device.
+    pub(crate) fn get_md(&self) -> Option<MdRef> {
+        // SAFETY: `dm_get_md` takes a plain device number and returns a
+        // counted reference (or NULL if no dm device has that number).
+        NonNull::new(unsafe { dm::dm_get_md(self.dev_t()) }).map(MdRef)
+    }
+
+    /// True if the device can discard (`bdev_max_discard_sectors` > 0).
+    pub(crate) fn supports_discard(&self) -> bool {
+        // SAFETY: the block device is open (see `bdev`).
+        unsafe { dm::rthin_bdev_max_discard_sectors(self.bdev()) > 0 }
+    }
 }
 
 impl Drop for DmDev {
@@ -136,6 +212,19 @@ impl TargetCtx<'_> {
         Ok(DmDev { ti: self.ti, dev })
     }
 
+    /// The mapped device of the table being built.
+    pub(crate) fn table_md(&self) -> Option<TableMd> {
+        // SAFETY: `ti` and its table are valid during ctr; the table's
+        // mapped device outlives it.
+        NonNull::new(unsafe { dm::dm_table_get_md(self.ti.as_ref().table) }).map(TableMd)
+    }
+
+    /// The target's length in sectors.
+    pub(crate) fn len(&self) -> u64 {
+        // SAFETY: `ti` is valid during ctr; dm set `len` before calling it.
+        unsafe { self.ti.as_ref().len }
+    }
+
     /// How many empty flush bios each PREFLUSH sends to the target.
     pub(crate) fn set_num_flush_bios(&mut self, n: u32) {
         // SAFETY: ctr has exclusive use of `ti`.
@@ -168,8 +257,28 @@ pub(crate) trait TargetOps: Sized + Send + Sync + 'static {
     fn ctr(ti: &mut TargetCtx<'_>, args: &Args<'_>) -> Result<Self, CtrError>;
     /// Routes one bio; must not sleep.
     fn map(&self, bio: &mut Bio<'_>) -> MapResult;
-    /// Writes the status or table line.
-    fn status(&self, kind: StatusKind, out: &mut StatusBuf<'_>) -> fmt::Result;
+    /// Writes the status or table line; `noflush` is set for
+    /// `dmsetup status --noflush`.
+    fn status(&self, kind: StatusKind, noflush: bool, out: &mut StatusBuf<'_>) -> fmt::Result;
+    /// Whether the target takes messages (else dm answers "Target type does
+    /// not support messages").
+    const HAS_MESSAGE: bool = false;
+    /// Handles `dmsetup message` (words as dm split them, name first).
+    fn message(&self, _words: &[&CStr]) -> Result {
+        Err(EINVAL)
+    }
+    /// Before the first I/O of a (re)loaded or resumed table.
+    fn preresume(&self) -> Result {
+        Ok(())
+    }
+    /// After the table went live.
+    fn resume(&self) {}
+    /// Before the device is suspended.
+    fn presuspend(&self) {}
+    /// A suspend was cancelled after `presuspend`.
+    fn presuspend_undo(&self) {}
+    /// After the device was suspended (no I/O in flight).
+    fn postsuspend(&self) {}
     /// The one device under the target and how many sectors of it are used,
     /// for dm's queue-limit stacking.
     fn device(&self) -> &DmDev;
@@ -202,6 +311,14 @@ impl<T: TargetOps> TargetType<T> {
         tt.map = Some(map_trampoline::<T>);
         tt.status = Some(status_trampoline::<T>);
         tt.iterate_devices = Some(iterate_devices_trampoline::<T>);
+        if T::HAS_MESSAGE {
+            tt.message = Some(message_trampoline::<T>);
+        }
+        tt.preresume = Some(preresume_trampoline::<T>);
+        tt.resume = Some(resume_trampoline::<T>);
+        tt.presuspend = Some(presuspend_trampoline::<T>);
+        tt.presuspend_undo = Some(presuspend_undo_trampoline::<T>);
+        tt.postsuspend = Some(postsuspend_trampoline::<T>);
         let mut raw = KBox::pin(tt, GFP_KERNEL)?;
         // SAFETY: `raw` is pinned and stays registered until `drop` below
         // unregisters it, so dm never sees a dangling pointer.
@@ -339,7 +456,7 @@ unsafe extern "C" fn map_trampoline<T: TargetOps>(
 unsafe extern "C" fn status_trampoline<T: TargetOps>(
     ti: *mut dm::dm_target,
     status_type: dm::status_type_t,
-    _status_flags: c_uint,
+    status_flags: c_uint,
     result: *mut c_char,
     maxlen: c_uint,
 ) {
@@ -363,7 +480,87 @@ unsafe extern "C" fn status_trampoline<T: TargetOps>(
     let mut out = StatusBuf::new(buf);
     // A full buffer truncates the line, which is what dm does with DMEMIT;
     // dm notices and retries with a larger buffer.
-    let _ = target.status(kind, &mut out);
+    let _ = target.status(kind, status_flags & DM_STATUS_NOFLUSH_FLAG != 0, &mut out);
+}
+
+/// dm's `message` callback for `T`.
+///
+/// # Safety
+/// Called by dm only, between `ctr` and `dtr`, with `argc` valid C strings
+/// in `argv` for the call.
+unsafe extern "C" fn message_trampoline<T: TargetOps>(
+    ti: *mut dm::dm_target,
+    argc: c_uint,
+    argv: *mut *mut c_char,
+    _result: *mut c_char,
+    _maxlen: c_uint,
+) -> c_int {
+    let argc = argc as usize;
+    let mut words = KVec::new();
+    if words.reserve(argc, GFP_KERNEL).is_err() {
+        return ENOMEM.to_errno();
+    }
+    for i in 0..argc {
+        // SAFETY: dm passes `argc` valid NUL-terminated strings that live
+        // for the whole call, which bounds the borrow.
+        let word = unsafe { CStr::from_char_ptr(*argv.add(i)) };
+        // Cannot fail: capacity was reserved above.
+        let _ = words.push_within_capacity(word);
+    }
+    // SAFETY: message runs between ctr and dtr.
+    let target = unsafe { private::<T>(ti) };
+    match target.message(&words) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// dm's `preresume` callback for `T`.
+///
+/// # Safety
+/// Called by dm only, between `ctr` and `dtr`.
+unsafe extern "C" fn preresume_trampoline<T: TargetOps>(ti: *mut dm::dm_target) -> c_int {
+    // SAFETY: called between ctr and dtr.
+    match unsafe { private::<T>(ti) }.preresume() {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// dm's `resume` callback for `T`.
+///
+/// # Safety
+/// Called by dm only, between `ctr` and `dtr`.
+unsafe extern "C" fn resume_trampoline<T: TargetOps>(ti: *mut dm::dm_target) {
+    // SAFETY: called between ctr and dtr.
+    unsafe { private::<T>(ti) }.resume();
+}
+
+/// dm's `presuspend` callback for `T`.
+///
+/// # Safety
+/// Called by dm only, between `ctr` and `dtr`.
+unsafe extern "C" fn presuspend_trampoline<T: TargetOps>(ti: *mut dm::dm_target) {
+    // SAFETY: called between ctr and dtr.
+    unsafe { private::<T>(ti) }.presuspend();
+}
+
+/// dm's `presuspend_undo` callback for `T`.
+///
+/// # Safety
+/// Called by dm only, between `ctr` and `dtr`.
+unsafe extern "C" fn presuspend_undo_trampoline<T: TargetOps>(ti: *mut dm::dm_target) {
+    // SAFETY: called between ctr and dtr.
+    unsafe { private::<T>(ti) }.presuspend_undo();
+}
+
+/// dm's `postsuspend` callback for `T`.
+///
+/// # Safety
+/// Called by dm only, between `ctr` and `dtr`.
+unsafe extern "C" fn postsuspend_trampoline<T: TargetOps>(ti: *mut dm::dm_target) {
+    // SAFETY: called between ctr and dtr.
+    unsafe { private::<T>(ti) }.postsuspend();
 }
 
 /// dm's `iterate_devices` callback for `T`.

@@ -5,4 +5,6 @@
 
 pub(crate) mod bindings;
 pub(crate) mod bio;
+pub(crate) mod bufio;
 pub(crate) mod dm;
+pub(crate) mod registry;

@@ -14,3 +14,8 @@ blk_mode_t rthin_dm_table_mode(struct dm_target *ti)
 {
 	return dm_table_get_mode(ti->table);
 }
+
+unsigned int rthin_bdev_max_discard_sectors(struct block_device *bdev)
+{
+	return bdev_max_discard_sectors(bdev);
+}

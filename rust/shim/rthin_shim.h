@@ -9,9 +9,11 @@
 #define RTHIN_SHIM_H
 
 #include <linux/bio.h>
+#include <linux/blkdev.h>
 #include <linux/device-mapper.h>
 
 void rthin_bio_set_dev(struct bio *bio, struct block_device *bdev);
 blk_mode_t rthin_dm_table_mode(struct dm_target *ti);
+unsigned int rthin_bdev_max_discard_sectors(struct block_device *bdev);
 
 #endif
