@@ -16,7 +16,8 @@ use rthin_core::dm_errno::{
 pub mod exit {
     /// Success.
     pub const OK: i32 = 0;
-    /// The kernel (or a pre-check on the pool's state) refused the operation.
+    /// The kernel (or a pre-check on the pool's state) refused the operation,
+    /// or offline metadata is damaged.
     pub const REFUSED: i32 = 1;
     /// Bad command line.
     pub const USAGE: i32 = 2;

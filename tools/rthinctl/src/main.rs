@@ -31,7 +31,8 @@ Targets: works with rthin's rthin-pool/rthin and with the C dm-thin thin-pool/th
 
 Exit status:
   0  success
-  1  the kernel, or a check of the pool's state before sending, refused the operation
+  1  refused: by the kernel, by a check of the pool's state before sending,
+     or metadata found damaged or unreadable (meta)
   2  bad command line
   3  no such device, pool or thin id
   4  permission denied (device-mapper needs root)

@@ -845,3 +845,273 @@ pub fn version(ctx: &Ctx, t: &dyn Transport) -> Result<i32> {
     }
     Ok(exit::OK)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dm::{DevInfo, Target as DmTarget};
+    use std::cell::RefCell;
+    use std::time::Duration;
+
+    /// The message handler: the reply, or an errno.
+    type Reply = Box<dyn Fn(&str) -> std::result::Result<Option<String>, i32>>;
+    /// name, device, target, table, status, suspended.
+    type FakeDev = (String, DevT, &'static str, &'static str, &'static str, bool);
+
+    /// A scripted device-mapper: fixed devices, recorded calls, and a
+    /// message handler.
+    struct Fake {
+        devs: Vec<FakeDev>,
+        calls: RefCell<Vec<String>>,
+        reply: Reply,
+    }
+
+    fn d(minor: u32) -> DevT {
+        DevT { major: 253, minor }
+    }
+
+    impl Fake {
+        fn new(reply: impl Fn(&str) -> std::result::Result<Option<String>, i32> + 'static) -> Self {
+            Fake {
+                devs: vec![
+                    (
+                        "pool".into(),
+                        d(0),
+                        "thin-pool",
+                        "1:1 1:2 128 0 0 ",
+                        "3 10/100 2/1000 - rw discard_passdown queue_if_no_space - 25 ",
+                        false,
+                    ),
+                    ("a".into(), d(1), "thin", "253:0 1", "128 127", false),
+                    ("b".into(), d(2), "thin", "253:0 1", "128 127", false),
+                    ("s".into(), d(3), "thin", "253:0 1", "128 127", true),
+                    ("other".into(), d(4), "thin", "253:0 2", "0 -", false),
+                    ("failed".into(), d(5), "thin", "Fail", "Fail", false),
+                    ("lin".into(), d(6), "linear", "1:3 0", "", false),
+                ],
+                calls: RefCell::new(Vec::new()),
+                reply: Box::new(reply),
+            }
+        }
+        fn find(
+            &self,
+            name: &str,
+        ) -> std::result::Result<
+            &(String, DevT, &'static str, &'static str, &'static str, bool),
+            DmErr,
+        > {
+            self.devs.iter().find(|x| x.0 == name).ok_or(DmErr {
+                errno: Some(6),
+                text: "ENXIO".into(),
+            })
+        }
+        fn info(
+            &self,
+            x: &(String, DevT, &'static str, &'static str, &'static str, bool),
+        ) -> DevInfo {
+            DevInfo {
+                dev: x.1,
+                open_count: 0,
+                event_nr: 0,
+                suspended: x.5,
+                active: true,
+            }
+        }
+        fn log(&self, s: String) {
+            self.calls.borrow_mut().push(s);
+        }
+    }
+
+    impl Transport for Fake {
+        fn driver_version(&self) -> std::result::Result<(u32, u32, u32), DmErr> {
+            Ok((4, 48, 0))
+        }
+        fn target_versions(&self) -> std::result::Result<Vec<(String, u32, u32, u32)>, DmErr> {
+            Ok(vec![("thin-pool".into(), 1, 24, 0)])
+        }
+        fn list(&self) -> std::result::Result<Vec<(String, DevT)>, DmErr> {
+            self.log("list".into());
+            Ok(self.devs.iter().map(|x| (x.0.clone(), x.1)).collect())
+        }
+        fn table(&self, name: &str) -> std::result::Result<(DevInfo, Vec<DmTarget>), DmErr> {
+            let x = self.find(name)?;
+            self.log(format!("table {name}"));
+            Ok((
+                self.info(x),
+                vec![DmTarget {
+                    start: 0,
+                    length: 2048,
+                    ttype: x.2.into(),
+                    params: x.3.into(),
+                }],
+            ))
+        }
+        fn status(
+            &self,
+            name: &str,
+            noflush: bool,
+        ) -> std::result::Result<(DevInfo, Vec<DmTarget>), DmErr> {
+            assert!(noflush, "status must not force a commit");
+            let x = self.find(name)?;
+            self.log(format!("status {name}"));
+            Ok((
+                self.info(x),
+                vec![DmTarget {
+                    start: 0,
+                    length: 2048,
+                    ttype: x.2.into(),
+                    params: x.4.into(),
+                }],
+            ))
+        }
+        fn deps(&self, name: &str) -> std::result::Result<Vec<DevT>, DmErr> {
+            self.log(format!("deps {name}"));
+            Ok(vec![d(0)])
+        }
+        fn message(&self, name: &str, msg: &str) -> std::result::Result<Option<String>, DmErr> {
+            self.log(format!("message {name} {msg}"));
+            (self.reply)(msg).map_err(|e| DmErr {
+                errno: Some(e),
+                text: format!("errno {e}"),
+            })
+        }
+        fn suspend(&self, name: &str) -> std::result::Result<(), DmErr> {
+            self.log(format!("suspend {name}"));
+            Ok(())
+        }
+        fn resume(&self, name: &str) -> std::result::Result<(), DmErr> {
+            self.log(format!("resume {name}"));
+            Ok(())
+        }
+        fn wait_event(&self, _timeout: Duration) -> std::result::Result<bool, DmErr> {
+            Ok(false)
+        }
+    }
+
+    fn ctx() -> Ctx {
+        Ctx {
+            json: false,
+            verbose: false,
+            style: Style::raw(),
+        }
+    }
+
+    fn guard() -> crate::Guard {
+        crate::Guard {
+            expect_txn: None,
+            dry_run: false,
+        }
+    }
+
+    fn calls(f: &Fake, prefix: &[&str]) -> Vec<String> {
+        f.calls
+            .borrow()
+            .iter()
+            .filter(|c| prefix.iter().any(|p| c.starts_with(p)))
+            .cloned()
+            .collect()
+    }
+
+    #[test]
+    fn create_snap_suspends_active_origins_and_resumes_on_error() {
+        let f = Fake::new(|m| {
+            if m.starts_with("create_snap") {
+                Err(17)
+            } else {
+                Ok(None)
+            }
+        });
+        let e = create_snap(&ctx(), &f, "pool", IdArg::Num(9), 1, false, &guard()).unwrap_err();
+        assert!(e.text.contains("thin device id 9 is already in use"), "{e}");
+        assert_eq!(
+            calls(&f, &["suspend", "resume", "message"]),
+            [
+                "suspend a",
+                "suspend b",
+                "message pool create_snap 9 1",
+                "resume b",
+                "resume a"
+            ]
+        );
+    }
+
+    #[test]
+    fn create_snap_auto_id_and_no_suspend() {
+        // ids 2 (active as "other") .. : 3 is taken, 4 is free.
+        let f = Fake::new(|m| {
+            if m == "create_snap 3 1" {
+                Err(17)
+            } else {
+                Ok(None)
+            }
+        });
+        assert_eq!(
+            create_snap(&ctx(), &f, "pool", IdArg::Auto, 1, false, &guard()),
+            Ok(exit::OK)
+        );
+        assert_eq!(
+            calls(&f, &["message"]),
+            [
+                "message pool create_snap 3 1",
+                "message pool create_snap 4 1"
+            ]
+        );
+        let f = Fake::new(|_| Ok(None));
+        assert_eq!(
+            create_snap(&ctx(), &f, "pool", IdArg::Num(5), 1, true, &guard()),
+            Ok(exit::OK)
+        );
+        assert!(calls(&f, &["suspend", "resume"]).is_empty());
+    }
+
+    #[test]
+    fn delete_busy_names_the_devices() {
+        let f = Fake::new(|_| Err(16));
+        let e = delete(&ctx(), &f, "pool", 1, &guard()).unwrap_err();
+        assert!(e.text.contains("active as a, b, s"), "{e}");
+    }
+
+    #[test]
+    fn prechecks_and_guards() {
+        let f = Fake::new(|_| Ok(None));
+        let g = crate::Guard {
+            expect_txn: Some(4),
+            dry_run: false,
+        };
+        let e = create_thin(&ctx(), &f, "pool", IdArg::Num(1), &g).unwrap_err();
+        assert!(e.text.contains("transaction id is 3, not 4"), "{e}");
+        let e = set_transaction_id(&ctx(), &f, "pool", Some((1, 2)), false, false).unwrap_err();
+        assert!(e.text.contains("transaction id is 3, not 1"), "{e}");
+        assert!(calls(&f, &["message"]).is_empty(), "guards must not send");
+        let e = create_thin(&ctx(), &f, "lin", IdArg::Num(1), &guard()).unwrap_err();
+        assert!(e.text.contains("lin is a linear device"), "{e}");
+        let e = create_thin(&ctx(), &f, "a", IdArg::Num(1), &guard()).unwrap_err();
+        assert!(e.text.contains("not a thin pool"), "{e}");
+        let e = create_thin(&ctx(), &f, "nope", IdArg::Num(1), &guard()).unwrap_err();
+        assert_eq!(e.code, exit::NOT_FOUND);
+        let dry = crate::Guard {
+            expect_txn: None,
+            dry_run: true,
+        };
+        assert_eq!(delete(&ctx(), &f, "pool", 1, &dry), Ok(exit::OK));
+        assert!(
+            calls(&f, &["message"]).is_empty(),
+            "--dry-run must not send"
+        );
+    }
+
+    #[test]
+    fn scan_finds_the_pool_of_a_failed_thin_and_costs_o_devices() {
+        let f = Fake::new(|_| Ok(None));
+        let scan = scan_all(&f).unwrap();
+        assert_eq!(scan.pools.len(), 1);
+        assert_eq!(scan.thins.len(), 5);
+        let failed = scan.thins.iter().find(|t| t.name == "failed").unwrap();
+        assert_eq!(failed.pool, Some(d(0)));
+        assert_eq!(failed.dev_id, None);
+        assert_eq!(scan.others.len(), 1);
+        // One list, one table per device, one status per pool/thin, one deps
+        // for the thin whose table reads Fail.
+        assert_eq!(f.calls.borrow().len(), 1 + 7 + 6 + 1);
+    }
+}
