@@ -116,6 +116,32 @@ pub fn check(buf: &[u8], leaf_vs: usize) -> CoreResult<Header> {
     })
 }
 
+/// Like [`check`] but accepts an internal node with no entries (a transient
+/// state inside a removal).
+pub fn check_allow_empty(buf: &[u8], leaf_vs: usize) -> CoreResult<Header> {
+    let (flags, nr, max, vs) = raw_header(buf)?;
+    let leaf = match flags {
+        LEAF => true,
+        INTERNAL => false,
+        _ => return Err(corrupt(Corruption::NodeHeader)),
+    };
+    let want_vs = if leaf { leaf_vs } else { 8 };
+    if vs != want_vs || max != calc_max_entries(vs) || nr > max {
+        return Err(corrupt(Corruption::NodeHeader));
+    }
+    Ok(Header {
+        leaf,
+        nr_entries: nr,
+        max_entries: max,
+        value_size: vs,
+    })
+}
+
+/// Minimum number of entries of a non-root node (thin_check rejects fewer).
+pub fn min_entries(h: &Header) -> usize {
+    h.max_entries / 3
+}
+
 /// Writes an empty node header (zeroing the whole node body).
 pub fn init(buf: &mut [u8], leaf: bool, value_size: usize) -> CoreResult<Header> {
     let len = buf.len();
@@ -217,6 +243,22 @@ pub fn remove_at(buf: &mut [u8], h: &mut Header, i: usize) -> CoreResult<()> {
     move_within(buf, h.val_off(i + 1), h.val_off(i), tail * h.value_size)?;
     let nr = h.nr_entries - 1;
     set_nr(buf, h, nr)
+}
+
+/// Moves all entries up by `n` slots (the first `n` slots keep stale
+/// contents for the caller to overwrite) and adds `n` to the count.
+pub fn shift_right(buf: &mut [u8], h: &mut Header, n: usize) -> CoreResult<()> {
+    let nr = h
+        .nr_entries
+        .checked_add(n)
+        .ok_or(corrupt(Corruption::Layout))?;
+    if nr > h.max_entries {
+        return Err(corrupt(Corruption::Layout));
+    }
+    move_within(buf, h.key_off(0), h.key_off(n), h.nr_entries * 8)?;
+    move_within(buf, h.val_off(0), h.val_off(n), h.nr_entries * h.value_size)?;
+    h.nr_entries = nr;
+    put_u32(buf, OFF_NR, nr as u32)
 }
 
 /// Drops the first `n` entries, moving the rest to the front.

@@ -370,7 +370,7 @@ impl<S: BlockStore> Tm<S> {
         let mut spine = [(0u64, 0usize); MAX_DEPTH];
         let mut depth = 0usize;
         let mut cur = root;
-        let (old, leaf_left) = loop {
+        let old = loop {
             let (h, idx) = {
                 let g = self.store.read(cur, BlockKind::Node)?;
                 let h = node::check(&g, kind.value_size())?;
@@ -385,7 +385,7 @@ impl<S: BlockStore> Tm<S> {
                 }
                 let old = Value::from_slice(node::value(&g, &h, i)?);
                 node::remove_at(&mut g, &mut h, i)?;
-                break (old, h.nr_entries);
+                break old;
             }
             let slot = spine.get_mut(depth).ok_or(corrupt(Corruption::TooDeep))?;
             *slot = (cur, i);
@@ -398,28 +398,160 @@ impl<S: BlockStore> Tm<S> {
             }
             cur = nc;
         };
-        // Unlink emptied nodes bottom-up (all of them are writable: shadowed).
-        let mut empty = leaf_left == 0;
-        let mut nb = cur;
-        while empty && depth > 0 {
+        // Fix up bottom-up: unlink emptied nodes, merge or redistribute
+        // underfull ones with a sibling (non-root nodes keep at least
+        // max_entries / 3 entries, which thin_check requires).
+        let mut child = cur;
+        while depth > 0 {
             depth -= 1;
             let (parent, i) = *spine.get(depth).ok_or(corrupt(Corruption::TooDeep))?;
-            let left = {
-                let mut g = self.store.write(parent, BlockKind::Node)?;
-                let mut ph = node::check(&g, kind.value_size())?;
-                node::remove_at(&mut g, &mut ph, i)?;
-                ph.nr_entries
+            let ch = {
+                let g = self.store.read(child, BlockKind::Node)?;
+                node::check_allow_empty(&g, kind.value_size())?
             };
-            self.sm_dec(SmKind::Meta, nb)?;
-            nb = parent;
-            empty = left == 0;
+            if ch.nr_entries == 0 {
+                {
+                    let mut g = self.store.write(parent, BlockKind::Node)?;
+                    let mut ph = node::check(&g, kind.value_size())?;
+                    node::remove_at(&mut g, &mut ph, i)?;
+                }
+                self.sm_dec(SmKind::Meta, child)?;
+            } else if ch.nr_entries < node::min_entries(&ch) {
+                self.rebalance(parent, i, kind)?;
+            } else {
+                break;
+            }
+            child = parent;
         }
-        if empty {
+        let rh = {
+            let g = self.store.read(root, BlockKind::Node)?;
+            node::check_allow_empty(&g, kind.value_size())?
+        };
+        if rh.nr_entries == 0 && !rh.leaf {
             let mut g = self.store.write(root, BlockKind::Node)?;
             node::init(&mut g, true, kind.value_size())?;
         }
         self.collapse_root(root, kind)?;
         Ok((root, Some(old)))
+    }
+
+    /// Copies `n` entries from `src[si..]` to `dst[di..]` (both nodes of the
+    /// same level; the counts are not changed) through a small stack buffer.
+    fn copy_entries(
+        &mut self,
+        src: u64,
+        si: usize,
+        dst: u64,
+        di: usize,
+        n: usize,
+        kind: TreeKind,
+    ) -> CoreResult<()> {
+        const CHUNK: usize = 16;
+        let mut kbuf = [0u8; CHUNK * 8];
+        let mut vbuf = [0u8; CHUNK * crate::btree::MAX_VALUE_SIZE];
+        let mut done = 0;
+        while done < n {
+            let c = (n - done).min(CHUNK);
+            let vs = {
+                let g = self.store.read(src, BlockKind::Node)?;
+                let h = node::check_allow_empty(&g, kind.value_size())?;
+                let kb = kbuf.get_mut(..c * 8).ok_or(corrupt(Corruption::Layout))?;
+                kb.copy_from_slice(crate::codec::bytes(&g, h.key_off(si + done), c * 8)?);
+                let vb = vbuf
+                    .get_mut(..c * h.value_size)
+                    .ok_or(corrupt(Corruption::Layout))?;
+                vb.copy_from_slice(crate::codec::bytes(
+                    &g,
+                    h.val_off(si + done),
+                    c * h.value_size,
+                )?);
+                h.value_size
+            };
+            let mut g = self.store.write(dst, BlockKind::Node)?;
+            let h = node::check_allow_empty(&g, kind.value_size())?;
+            if h.value_size != vs || di + done + c > h.max_entries {
+                return Err(corrupt(Corruption::NodeHeader));
+            }
+            crate::codec::bytes_mut(&mut g, h.key_off(di + done), c * 8)?
+                .copy_from_slice(kbuf.get(..c * 8).ok_or(corrupt(Corruption::Layout))?);
+            crate::codec::bytes_mut(&mut g, h.val_off(di + done), c * vs)?
+                .copy_from_slice(vbuf.get(..c * vs).ok_or(corrupt(Corruption::Layout))?);
+            done += c;
+        }
+        Ok(())
+    }
+
+    /// Child `i` of (writable) internal node `parent` is underfull: merge it
+    /// with a neighbour if both fit in one node, otherwise share the entries
+    /// evenly between them.
+    fn rebalance(&mut self, parent: u64, i: usize, kind: TreeKind) -> CoreResult<()> {
+        let ph = self.node_header(parent, kind)?;
+        if ph.nr_entries < 2 {
+            return Ok(());
+        }
+        let (li, ri) = if i + 1 < ph.nr_entries {
+            (i, i + 1)
+        } else {
+            (i - 1, i)
+        };
+        let mut pair = [0u64; 2];
+        for (slot, idx) in pair.iter_mut().zip([li, ri]) {
+            let c = self.node_value_u64(parent, &ph, idx)?;
+            let nc = self.shadow(c, kind)?;
+            if nc != c {
+                let mut g = self.store.write(parent, BlockKind::Node)?;
+                node::set_value(&mut g, &ph, idx, &nc.to_le_bytes())?;
+            }
+            *slot = nc;
+        }
+        let [l, r] = pair;
+        let lh = self.node_header(l, kind)?;
+        let rh = self.node_header(r, kind)?;
+        if lh.leaf != rh.leaf {
+            return Err(corrupt(Corruption::TooDeep));
+        }
+        let (a, b) = (lh.nr_entries, rh.nr_entries);
+        if a + b <= lh.max_entries {
+            self.copy_entries(r, 0, l, a, b, kind)?;
+            {
+                let mut g = self.store.write(l, BlockKind::Node)?;
+                crate::codec::put_u32(&mut g, 16, (a + b) as u32)?;
+            }
+            {
+                let mut g = self.store.write(parent, BlockKind::Node)?;
+                let mut h = node::check(&g, kind.value_size())?;
+                node::remove_at(&mut g, &mut h, ri)?;
+            }
+            // The right node's references now belong to the left one.
+            self.sm_dec(SmKind::Meta, r)?;
+            return Ok(());
+        }
+        let target = (a + b) / 2;
+        if a < target {
+            let k = target - a;
+            self.copy_entries(r, 0, l, a, k, kind)?;
+            {
+                let mut g = self.store.write(l, BlockKind::Node)?;
+                crate::codec::put_u32(&mut g, 16, (a + k) as u32)?;
+            }
+            let mut g = self.store.write(r, BlockKind::Node)?;
+            let mut h = rh;
+            node::drop_front(&mut g, &mut h, k)?;
+        } else {
+            let k = a - target;
+            {
+                let mut g = self.store.write(r, BlockKind::Node)?;
+                let mut h = rh;
+                node::shift_right(&mut g, &mut h, k)?;
+            }
+            self.copy_entries(l, a - k, r, 0, k, kind)?;
+            let mut g = self.store.write(l, BlockKind::Node)?;
+            let mut h = lh;
+            node::set_nr(&mut g, &mut h, a - k)?;
+        }
+        let rk = self.node_key(r, &self.node_header(r, kind)?, 0)?;
+        let mut g = self.store.write(parent, BlockKind::Node)?;
+        node::set_key(&mut g, &ph, ri, rk)
     }
 
     /// While the (writable) root is internal with a single child, copies the

@@ -66,6 +66,12 @@ impl<S: BlockStore> Ctx<'_, S> {
             .read(b, BlockKind::Node)
             .map_err(|e| format!("node {b}: {e:?}"))?;
         let h = node::check(&g, kind.value_size()).map_err(|e| format!("node {b}: {e:?}"))?;
+        if depth > 0 && h.nr_entries < h.max_entries / 3 {
+            return Err(format!(
+                "node {b}: underfull ({} of {})",
+                h.nr_entries, h.max_entries
+            ));
+        }
         let mut keys = Vec::new();
         let mut vals = Vec::new();
         for i in 0..h.nr_entries {
