@@ -1,0 +1,57 @@
+# SPDX-License-Identifier: GPL-2.0
+# rthin-pool modes and lifecycle: a read_only table never formats and
+# refuses every message with EOPNOTSUPP; a suspended pool refuses new thins;
+# a reload of the same pool keeps the pool object.
+. /rthin/tests/lib.sh
+
+meta=/dev/ram0 data=/dev/ram1
+wipe $meta
+size=$(sectors $data)
+info() { dmsetup status "$1" | cut -d' ' -f4-; }
+
+# read_only does not format a zeroed metadata device.
+expect_error "Operation not permitted" dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0 1 read_only"
+expect_dmesg "Error creating metadata object"
+dmsetup remove pool 2>/dev/null
+
+run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
+run dmsetup message pool 0 "create_thin 1"
+
+# Suspended pool: no new thin.
+run dmsetup suspend pool
+expect_error "Invalid argument" dmsetup create thin --table "0 2048 rthin /dev/mapper/pool 1"
+expect_dmesg "Unable to activate thin device while pool is suspended"
+dmsetup remove thin 2>/dev/null
+s=$(dmsetup status --noflush pool | cut -d' ' -f4-)
+case $s in "0 "*" rw discard_passdown queue_if_no_space - 1024 ") ;; *) fail "suspended status '$s'" ;; esac
+run dmsetup resume pool
+run dmsetup create thin --table "0 2048 rthin /dev/mapper/pool 1"
+
+# Reload with read_only: same pool object (the thin keeps working), mode ro.
+run dmsetup load pool --table "0 $size rthin-pool $meta $data 128 0 1 read_only"
+run dmsetup suspend pool
+run dmsetup resume pool
+s=$(info pool)
+echo "read-only: $s"
+case $s in "0 "*" - ro discard_passdown queue_if_no_space - 1024 ") ;; *) fail "read-only status '$s'" ;; esac
+[ "$(dmsetup table pool)" = "0 $size rthin-pool 1:0 1:1 128 0 1 read_only " ] ||
+	fail "read-only table: $(dmsetup table pool)"
+expect_error "Operation not supported" dmsetup message pool 0 "create_thin 2"
+pool_dev=$(dmsetup info -c --noheadings -o major,minor pool | tr -d ' ')
+expect_dmesg "$pool_dev: unable to service pool target messages in READ_ONLY or FAIL mode"
+expect_error "Operation not supported" dmsetup message pool 0 "frobnicate"
+[ "$(info thin)" = "0 -" ] || fail "thin status under read-only pool: $(info thin)"
+
+# Back to write mode with a reload without read_only.
+run dmsetup load pool --table "0 $size rthin-pool $meta $data 128 0"
+run dmsetup suspend pool
+run dmsetup resume pool
+case $(info pool) in *" rw "*) ;; *) fail "not back to rw: $(info pool)" ;; esac
+run dmsetup message pool 0 "create_thin 2"
+# A reload cannot switch devices.
+expect_error "Device or resource busy" dmsetup load pool --table "0 $size rthin-pool $meta /dev/ram3 128 0"
+expect_dmesg "data device already in use by a pool"
+run dmsetup remove thin
+run dmsetup remove pool
+run thin_check $meta
+exit 0
