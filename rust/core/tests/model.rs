@@ -259,18 +259,27 @@ fn small_trees_many_collisions() {
     eprintln!("small: 16 cases, {} commits, {} checker runs", c.0, c.1);
 }
 
-#[test]
-fn deep_trees() {
+fn deep_trees(seeds: std::ops::Range<u64>) {
     let cfg = Cfg {
         meta_blocks: 3000,
         data_blocks: 60_000,
         max_dev: 4,
         vrange: 200_000,
-        ops: 1500,
+        ops: 1200,
     };
-    for seed in 100..104 {
+    for seed in seeds {
         run(seed, &cfg);
     }
+}
+
+#[test]
+fn deep_trees_a() {
+    deep_trees(100..102);
+}
+
+#[test]
+fn deep_trees_b() {
+    deep_trees(102..104);
 }
 
 #[test]
