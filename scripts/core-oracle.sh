@@ -83,5 +83,29 @@ for name in $("$drv" genxml "$out/restore"); do
 	dump_cmp "$base.img" "$base.after" "$name (modified by the core)"
 done
 
+log "thin_dump of core images -> thin_restore (shared subtrees) -> core"
+for xml in "$out"/core/*.img.xml; do
+	name=$(basename "$xml" .img.xml)
+	case $name in *.snap) continue ;; esac
+	base=$out/restore/rt-$name
+	cp "$xml" "$base.xml"
+	"$drv" canon "$base.xml" "$base.expect"
+	truncate -s 128M "$base.img"
+	if in_sysroot thin_restore -i "$(rel "$base.xml")" -o "$(rel "$base.img")" >"$base.restore" 2>&1; then
+		ok "thin_restore $name dump"
+	else
+		ko "thin_restore $name dump" "$base.restore"
+		continue
+	fi
+	if "$drv" modify "$base.img" "$base.expect" "$base.after" >"$base.modify" 2>&1; then
+		ok "core reads and modifies restored $name"
+	else
+		ko "core reads and modifies restored $name" "$base.modify"
+		continue
+	fi
+	check "$base.img" "restored $name (modified by the core)"
+	dump_cmp "$base.img" "$base.after" "restored $name (modified by the core)"
+done
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

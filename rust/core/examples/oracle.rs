@@ -349,6 +349,11 @@ fn modify(img: &Path, expect_in: &Path, expect_out: &Path) -> Result<(), String>
         return Err(first_diff("core view of restored image", &want, &got));
     }
     checker::check(md.store()).map_err(|e| format!("checker on restored image: {e}"))?;
+    let total = md.metadata_usage().total;
+    let shared = (1..total)
+        .filter(|&b| md.metadata_block_count(b).unwrap_or(0) > 1)
+        .count();
+    println!("restored image: {shared} shared metadata blocks");
     let mut devs = Vec::new();
     md.for_each_device(&mut |d, _| {
         devs.push(d);
