@@ -15,6 +15,7 @@ expect_rc() {
 	*) fail "expected '$want' from: $* ; got: $out" ;;
 	esac
 	echo "ok ($got): $*"
+	[ -z "$out" ] || echo "$out" | sed 's/^/    /'
 }
 
 run modprobe dm-thin-pool
