@@ -51,6 +51,15 @@ fn thin_and_snapshot() {
     assert_ne!(md.lookup(2, 30).unwrap().unwrap().mapping.data_block, b);
     assert_eq!(md.device_details(2).unwrap().unwrap().mapped_blocks, 2000);
     assert_eq!(md.highest_mapped(2).unwrap(), Some(1999 * 3));
+    // Callbacks may call back into the metadata (no guard is held).
+    let mut seen = 0;
+    md.for_each_mapping(2, &mut |v, m| {
+        assert_eq!(md.lookup(2, v)?.unwrap().mapping, m);
+        seen += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(seen, 2000);
     md.commit().unwrap();
     checker::check(md.store()).unwrap();
     md.delete(1).unwrap();

@@ -678,9 +678,26 @@ impl<S: BlockStore> Tm<S> {
         }
         let h = self.node_header(b, kind)?;
         if h.leaf {
-            let g = self.store.read(b, BlockKind::Node)?;
-            for i in 0..h.nr_entries {
-                f(node::key(&g, &h, i)?, node::value(&g, &h, i)?)?;
+            // Entries are copied out in small batches so that no guard is
+            // held while the callback runs (it may call back into the core).
+            const BATCH: usize = 8;
+            let mut start = 0;
+            while start < h.nr_entries {
+                let n = (h.nr_entries - start).min(BATCH);
+                let mut batch = [(0u64, Value::from_slice(&[])); BATCH];
+                {
+                    let g = self.store.read(b, BlockKind::Node)?;
+                    for (j, slot) in batch.iter_mut().take(n).enumerate() {
+                        *slot = (
+                            node::key(&g, &h, start + j)?,
+                            Value::from_slice(node::value(&g, &h, start + j)?),
+                        );
+                    }
+                }
+                for (k, v) in batch.iter().take(n) {
+                    f(*k, v.as_slice())?;
+                }
+                start += n;
             }
             return Ok(());
         }
