@@ -267,11 +267,16 @@ fn scenarios() -> Vec<(&'static str, Md, Option<String>)> {
     md.commit().unwrap();
     out.push(("deep-removals", md, None));
 
-    // Growth of both devices: several data bitmaps, two metadata bitmaps.
-    let mut md = fresh(17_000, 1000);
+    // Growth of both devices: several data bitmaps; the metadata device
+    // grows from 600 blocks to two bitmaps.
+    let mut md = fresh(600, 1000);
     md.create_thin(0).unwrap();
     map_n(&mut md, 0, 0..900);
     md.commit().unwrap();
+    let mut st = md.into_store();
+    st.media.nr_blocks = 17_000;
+    let mut md = ThinMetadata::open(st, Some(128)).unwrap();
+    md.resize_metadata(17_000).unwrap();
     md.resize_data(70_000).unwrap();
     map_n(&mut md, 0, 900..60_000);
     md.commit().unwrap();

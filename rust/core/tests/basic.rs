@@ -82,3 +82,106 @@ fn thin_and_snapshot() {
     .unwrap();
     assert_eq!(md.data_usage().free, 100_000);
 }
+
+#[test]
+fn message_errors_and_flags() {
+    let mut md = ThinMetadata::format(mem_store(256), 128, 100).unwrap();
+    assert_eq!(md.create_snap(2, 1), Err(CoreError::NotFound));
+    assert_eq!(md.delete(1), Err(CoreError::NotFound));
+    assert_eq!(md.insert_mapping(1, 0, 0), Err(CoreError::NotFound));
+    assert_eq!(md.lookup(1, 0), Err(CoreError::NotFound));
+    md.create_thin(1).unwrap();
+    assert_eq!(md.create_snap(1, 1), Err(CoreError::Exists));
+    assert_eq!(md.insert_mapping(1, 0, 100), Err(CoreError::Invalid));
+    assert_eq!(md.set_transaction_id(5, 6), Err(CoreError::Invalid));
+    assert_eq!(md.release_metadata_snap(), Err(CoreError::Invalid));
+    md.reserve_metadata_snap().unwrap();
+    assert_eq!(md.reserve_metadata_snap(), Err(CoreError::Busy));
+    assert_eq!(md.resize_data(50), Err(CoreError::Invalid));
+    assert!(md.is_dirty());
+    md.commit().unwrap();
+    assert!(!md.is_dirty());
+    // An unchanged pool commits nothing at all.
+    let flushes = md.store().flushes;
+    md.commit().unwrap();
+    assert_eq!(md.store().flushes, flushes);
+    assert!(!md.needs_check());
+    md.set_needs_check().unwrap();
+    let st = md.into_store();
+    let md = ThinMetadata::open(st, None).unwrap();
+    assert!(md.needs_check());
+    assert_ne!(md.held_root(), 0);
+    checker::check(md.store()).unwrap();
+}
+
+#[test]
+fn data_space_exhaustion_and_commit_rule() {
+    let mut md = ThinMetadata::format(mem_store(256), 128, 64).unwrap();
+    md.create_thin(1).unwrap();
+    for v in 0..64 {
+        let b = md.alloc_data_block().unwrap();
+        md.insert_mapping(1, v, b).unwrap();
+    }
+    assert_eq!(md.alloc_data_block(), Err(CoreError::NoSpace));
+    md.commit().unwrap();
+    // Freed in this transaction: counted free at once, reusable only after commit.
+    assert_eq!(md.remove_range(1, 0, 10).unwrap(), 10);
+    assert_eq!(md.data_usage().free, 10);
+    assert_eq!(md.alloc_data_block(), Err(CoreError::NoSpace));
+    md.commit().unwrap();
+    let b = md.alloc_data_block().unwrap();
+    assert!(b < 10, "reused block {b}");
+    md.insert_mapping(1, 100, b).unwrap();
+    md.resize_data(200).unwrap();
+    for v in 200..300 {
+        let b = md.alloc_data_block().unwrap();
+        md.insert_mapping(1, v, b).unwrap();
+    }
+    md.commit().unwrap();
+    let rep = checker::check(md.store()).unwrap();
+    assert_eq!(rep.data_allocated, 64 - 10 + 1 + 100);
+}
+
+#[test]
+fn metadata_space_exhaustion_then_abort() {
+    let mut md = ThinMetadata::format(mem_store(64), 128, 20_000).unwrap();
+    md.create_thin(1).unwrap();
+    md.commit().unwrap();
+    let mut committed = 0u64;
+    let mut err = None;
+    'outer: for round in 0..1000u64 {
+        for i in 0..200 {
+            let r = md
+                .alloc_data_block()
+                .and_then(|b| md.insert_mapping(1, round * 1000 + i * 3, b));
+            if let Err(e) = r {
+                err = Some(e);
+                break 'outer;
+            }
+        }
+        md.commit().unwrap();
+        committed = round + 1;
+    }
+    assert_eq!(err, Some(CoreError::NoSpace));
+    md.abort();
+    assert_eq!(
+        md.device_details(1).unwrap().unwrap().mapped_blocks,
+        committed * 200
+    );
+    // Nothing can be changed any more (every block is used by the committed
+    // state); growing the metadata device must still work.
+    let mut st = md.into_store();
+    st.media.nr_blocks = 16_320 + 300;
+    let mut md = ThinMetadata::open(st, None).unwrap();
+    md.resize_metadata(16_320 + 300).unwrap();
+    md.delete(1).unwrap();
+    md.create_thin(2).unwrap();
+    let b = md.alloc_data_block().unwrap();
+    md.insert_mapping(2, 0, b).unwrap();
+    md.commit().unwrap();
+    let rep = checker::check(md.store()).unwrap();
+    assert_eq!(rep.data_allocated, 1);
+    let md = ThinMetadata::open(md.into_store(), None).unwrap();
+    assert_eq!(md.device_details(2).unwrap().unwrap().mapped_blocks, 1);
+    assert_eq!(md.metadata_usage().total, 16_320 + 300);
+}

@@ -495,14 +495,41 @@ impl<S: BlockStore> Tm<S> {
     }
 
     /// Grows the metadata space map to `new_nr` blocks (at most
-    /// [`MAX_METADATA_BLOCKS`] and the store's size). Each new bitmap is placed
-    /// at the first block of its own range, with its own count set.
+    /// [`MAX_METADATA_BLOCKS`] and the store's size). Works even when the
+    /// current map has no free block left: every block it needs comes from
+    /// the new area, which is free in the current and the committed map.
+    ///
+    /// * Each new bitmap is placed at the first block of its own range, with
+    ///   its own count set.
+    /// * If the index block belongs to the committed state, its copy goes to
+    ///   the first block of the new area that is not a bitmap; that block is
+    ///   "new" (beyond the committed map), so the index entries of the new
+    ///   bitmaps are written into it in place, and its count is recorded once
+    ///   the map covers it.
     pub(crate) fn meta_extend(&mut self, new_nr: u64) -> CoreResult<()> {
         let old = self.msm.nr_blocks;
         if new_nr < old || new_nr > MAX_METADATA_BLOCKS || new_nr > self.store.nr_blocks() {
             return Err(CoreError::Invalid);
         }
-        self.ensure_index_writable()?;
+        if new_nr == old {
+            return Ok(());
+        }
+        let old_index = self.msm.bitmap_root;
+        let moved_index = if self.meta_is_new(old_index)? {
+            None
+        } else {
+            let x = if old % ENTRIES_PER_BITMAP != 0 {
+                old
+            } else {
+                old + 1
+            };
+            if x >= new_nr {
+                return Err(CoreError::NoSpace);
+            }
+            self.store.copy(old_index, x, BlockKind::Index)?;
+            self.msm.bitmap_root = x;
+            Some(x)
+        };
         let first_new = nr_bitmaps(old);
         let last = nr_bitmaps(new_nr);
         for i in first_new..last {
@@ -523,6 +550,14 @@ impl<S: BlockStore> Tm<S> {
         self.msm.nr_blocks = new_nr;
         self.msm.nr_allocated = self.msm.nr_allocated.saturating_add(last - first_new);
         self.meta_new_blocks = self.meta_new_blocks.saturating_add(last - first_new);
+        if let Some(x) = moved_index {
+            self.reserve(x)?;
+            let r = self.sm_set(SmKind::Meta, x, 1);
+            self.unreserve(x);
+            r?;
+            self.meta_new_blocks = self.meta_new_blocks.saturating_add(1);
+            self.meta_sm_dec(old_index)?;
+        }
         Ok(())
     }
 }
