@@ -105,12 +105,29 @@ pub struct SpaceUsage {
     pub free: u64,
 }
 
+/// Number of device-details records cached in core between commits.
+pub const DETAILS_CACHE_SLOTS: usize = 8;
+
+/// A device-details record changed since it was last written to the tree.
+#[derive(Debug, Clone, Copy)]
+struct CachedDetails {
+    dev: u64,
+    details: DeviceDetails,
+}
+
 /// Thin-pool metadata over a block store.
+///
+/// Like dm-thin, changed device details (mapped-block counts, snapshot
+/// times) are kept in core and written into the details tree at commit
+/// (or when a cache slot is needed); device creation and deletion update the
+/// tree at once, so the tree always lists exactly the existing devices.
 pub struct ThinMetadata<S: BlockStore> {
     tm: Tm<S>,
     sb: Superblock,
     committed: Superblock,
     dirty: bool,
+    details_cache: [Option<CachedDetails>; DETAILS_CACHE_SLOTS],
+    evict_next: usize,
 }
 
 impl<S: BlockStore> ThinMetadata<S> {
@@ -173,6 +190,8 @@ impl<S: BlockStore> ThinMetadata<S> {
             sb,
             committed: sb,
             dirty: true,
+            details_cache: [None; DETAILS_CACHE_SLOTS],
+            evict_next: 0,
         };
         md.commit()?;
         Ok(md)
@@ -222,6 +241,8 @@ impl<S: BlockStore> ThinMetadata<S> {
             sb,
             committed: sb,
             dirty: false,
+            details_cache: [None; DETAILS_CACHE_SLOTS],
+            evict_next: 0,
         })
     }
 
@@ -251,6 +272,7 @@ impl<S: BlockStore> ThinMetadata<S> {
         if !self.dirty {
             return Ok(());
         }
+        self.write_cached_details()?;
         self.tm.store.flush()?;
         let mut sb = self.sb;
         sb.data_sm = self.tm.dsm;
@@ -274,6 +296,7 @@ impl<S: BlockStore> ThinMetadata<S> {
     /// last commit. Blocks written meanwhile all lie in space that is free in
     /// the committed state.
     pub fn abort(&mut self) {
+        self.details_cache = [None; DETAILS_CACHE_SLOTS];
         self.sb = self.committed;
         self.tm.rollback();
         self.dirty = false;
@@ -334,6 +357,13 @@ impl<S: BlockStore> ThinMetadata<S> {
 
     /// Details of device `dev`, if it exists.
     pub fn device_details(&self, dev: u64) -> CoreResult<Option<DeviceDetails>> {
+        if let Some(c) = self.cached(dev) {
+            return Ok(Some(c.details));
+        }
+        self.tree_details(dev)
+    }
+
+    fn tree_details(&self, dev: u64) -> CoreResult<Option<DeviceDetails>> {
         match self
             .tm
             .btree_lookup(self.sb.details_root, dev, TreeKind::Details)?
@@ -341,6 +371,10 @@ impl<S: BlockStore> ThinMetadata<S> {
             Some(v) => Ok(Some(DeviceDetails::decode(v.as_slice())?)),
             None => Ok(None),
         }
+    }
+
+    fn cached(&self, dev: u64) -> Option<&CachedDetails> {
+        self.details_cache.iter().flatten().find(|c| c.dev == dev)
     }
 
     /// Smallest existing device id `>= from`.
@@ -351,12 +385,63 @@ impl<S: BlockStore> ThinMetadata<S> {
             .map(|(k, _)| k))
     }
 
-    fn put_details(&mut self, dev: u64, d: &DeviceDetails) -> CoreResult<()> {
+    /// Writes a details record into the tree now.
+    fn write_details(&mut self, dev: u64, d: &DeviceDetails) -> CoreResult<()> {
         let (r, _) =
             self.tm
                 .btree_insert(self.sb.details_root, dev, &d.encode(), TreeKind::Details)?;
         self.sb.details_root = r;
         Ok(())
+    }
+
+    /// Records changed details of an existing device (written at commit).
+    fn put_details(&mut self, dev: u64, d: &DeviceDetails) -> CoreResult<()> {
+        let details = *d;
+        if let Some(c) = self
+            .details_cache
+            .iter_mut()
+            .flatten()
+            .find(|c| c.dev == dev)
+        {
+            c.details = details;
+            return Ok(());
+        }
+        let slot = match self.details_cache.iter().position(|c| c.is_none()) {
+            Some(i) => i,
+            None => {
+                let i = self.evict_next % DETAILS_CACHE_SLOTS;
+                self.evict_next = (i + 1) % DETAILS_CACHE_SLOTS;
+                if let Some(Some(old)) = self.details_cache.get(i).copied() {
+                    self.write_details(old.dev, &old.details)?;
+                }
+                i
+            }
+        };
+        if let Some(s) = self.details_cache.get_mut(slot) {
+            *s = Some(CachedDetails { dev, details });
+        }
+        Ok(())
+    }
+
+    /// Writes every cached record into the details tree.
+    fn write_cached_details(&mut self) -> CoreResult<()> {
+        for i in 0..DETAILS_CACHE_SLOTS {
+            if let Some(Some(c)) = self.details_cache.get(i).copied() {
+                self.write_details(c.dev, &c.details)?;
+                if let Some(s) = self.details_cache.get_mut(i) {
+                    *s = None;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn forget_cached(&mut self, dev: u64) {
+        for s in self.details_cache.iter_mut() {
+            if s.is_some_and(|c| c.dev == dev) {
+                *s = None;
+            }
+        }
     }
 
     fn existing(&self, dev: u64) -> CoreResult<DeviceDetails> {
@@ -397,7 +482,7 @@ impl<S: BlockStore> ThinMetadata<S> {
             creation_time: t,
             snapshotted_time: t,
         };
-        self.put_details(dev, &d)
+        self.write_details(dev, &d)
     }
 
     /// `create_snap <dev> <origin>`: O(1), shares the origin's mapping tree.
@@ -428,7 +513,7 @@ impl<S: BlockStore> ThinMetadata<S> {
             creation_time: t,
             snapshotted_time: t,
         };
-        self.put_details(dev, &d)?;
+        self.write_details(dev, &d)?;
         od.snapshotted_time = t;
         self.put_details(origin, &od)
     }
@@ -438,6 +523,7 @@ impl<S: BlockStore> ThinMetadata<S> {
     pub fn delete(&mut self, dev: u64) -> CoreResult<()> {
         self.existing(dev)?;
         self.dirty = true;
+        self.forget_cached(dev);
         let (r, _) = self
             .tm
             .btree_remove(self.sb.details_root, dev, TreeKind::Details)?;
@@ -748,7 +834,11 @@ impl<S: BlockStore> ThinMetadata<S> {
     ) -> CoreResult<()> {
         self.tm
             .btree_walk(self.sb.details_root, TreeKind::Details, &mut |k, v| {
-                f(k, DeviceDetails::decode(v)?)
+                let d = match self.cached(k) {
+                    Some(c) => c.details,
+                    None => DeviceDetails::decode(v)?,
+                };
+                f(k, d)
             })
     }
 }

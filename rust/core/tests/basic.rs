@@ -159,7 +159,11 @@ fn metadata_space_exhaustion_then_abort() {
                 break 'outer;
             }
         }
-        md.commit().unwrap();
+        // A commit may run out of space too (it writes the cached details).
+        if let Err(e) = md.commit() {
+            err = Some(e);
+            break;
+        }
         committed = round + 1;
     }
     assert_eq!(err, Some(CoreError::NoSpace));
@@ -184,4 +188,46 @@ fn metadata_space_exhaustion_then_abort() {
     let md = ThinMetadata::open(md.into_store(), None).unwrap();
     assert_eq!(md.device_details(2).unwrap().unwrap().mapped_blocks, 1);
     assert_eq!(md.metadata_usage().total, 16_320 + 300);
+}
+
+#[test]
+fn details_cache_eviction_commit_and_abort() {
+    let mut md = ThinMetadata::format(mem_store(1024), 128, 10_000).unwrap();
+    for d in 0..20 {
+        md.create_thin(d).unwrap();
+    }
+    md.commit().unwrap();
+    // More changed devices in one transaction than cache slots.
+    for round in 0..3 {
+        for d in 0..20 {
+            let b = md.alloc_data_block().unwrap();
+            md.insert_mapping(d, round, b).unwrap();
+        }
+    }
+    for d in 0..20 {
+        assert_eq!(md.device_details(d).unwrap().unwrap().mapped_blocks, 3);
+    }
+    let mut n = 0;
+    md.for_each_device(&mut |_, det| {
+        assert_eq!(det.mapped_blocks, 3);
+        n += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(n, 20);
+    md.commit().unwrap();
+    checker::check(md.store()).unwrap();
+    // Abort drops cached and evicted-but-uncommitted changes alike.
+    for d in 0..20 {
+        let b = md.alloc_data_block().unwrap();
+        md.insert_mapping(d, 10, b).unwrap();
+    }
+    md.delete(3).unwrap();
+    md.abort();
+    for d in 0..20 {
+        assert_eq!(md.device_details(d).unwrap().unwrap().mapped_blocks, 3);
+    }
+    let md = ThinMetadata::open(md.into_store(), None).unwrap();
+    assert_eq!(md.device_details(19).unwrap().unwrap().mapped_blocks, 3);
+    checker::check(md.store()).unwrap();
 }

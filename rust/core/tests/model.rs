@@ -247,7 +247,7 @@ fn small_trees_many_collisions() {
     let cfg = Cfg {
         meta_blocks: 400,
         data_blocks: 3000,
-        max_dev: 6,
+        max_dev: 14,
         vrange: 300,
         ops: 400,
     };
