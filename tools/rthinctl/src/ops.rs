@@ -558,7 +558,14 @@ pub fn create_snap(
         for n in &to_suspend {
             println!("dmsetup suspend {n}");
         }
-        let code = dry(&tg.name, &probe);
+        let code = match id {
+            IdArg::Num(_) => dry(&tg.name, &probe),
+            IdArg::Auto => {
+                println!("# --id auto: tries create_snap with increasing ids until one is free");
+                let first = auto_ids(t, tg.pool.info.dev)?.next().unwrap_or(1);
+                dry(&tg.name, &Msg::CreateSnap(first, origin))
+            }
+        };
         for n in to_suspend.iter().rev() {
             println!("dmsetup resume {n}");
         }
@@ -1094,6 +1101,15 @@ mod tests {
             dry_run: true,
         };
         assert_eq!(delete(&ctx(), &f, "pool", 1, &dry), Ok(exit::OK));
+        assert_eq!(
+            create_snap(&ctx(), &f, "pool", IdArg::Auto, 1, false, &dry),
+            Ok(exit::OK)
+        );
+        assert_eq!(
+            create_thin(&ctx(), &f, "pool", IdArg::Auto, &dry),
+            Ok(exit::OK)
+        );
+        assert!(calls(&f, &["suspend", "resume"]).is_empty());
         assert!(
             calls(&f, &["message"]).is_empty(),
             "--dry-run must not send"
