@@ -132,7 +132,12 @@ fn bit_flips(part: u64, parts: u64) {
     for &b in in_use.iter().filter(|b| **b % parts == part) {
         let orig = good.blocks[&b].clone();
         let kind = kind_of(&orig[..], b).expect("in-use block of unknown kind");
-        for i in 0..40 {
+        // RTHIN_FLIPS raises the number of flips per block for soak runs.
+        let flips: u64 = std::env::var("RTHIN_FLIPS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(40);
+        for i in 0..flips {
             let mut m = good.snapshot();
             let blk = m.blocks.get_mut(&b).unwrap();
             // Header bits, entry-area bits and anywhere in the block.

@@ -252,11 +252,19 @@ fn small_trees_many_collisions() {
         ops: 400,
     };
     let mut c = (0, 0);
-    for seed in 1..=16 {
+    // RTHIN_MODEL_SEEDS raises the number of cases for soak runs.
+    let seeds: u64 = std::env::var("RTHIN_MODEL_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16);
+    for seed in 1..=seeds {
         let r = run(seed, &cfg);
         c = (c.0 + r.0, c.1 + r.1);
     }
-    eprintln!("small: 16 cases, {} commits, {} checker runs", c.0, c.1);
+    eprintln!(
+        "small: {seeds} cases, {} commits, {} checker runs",
+        c.0, c.1
+    );
 }
 
 fn deep_trees(seeds: std::ops::Range<u64>) {

@@ -147,12 +147,64 @@ impl<S: BlockStore> Ctx<'_, S> {
     }
 
     /// Walks a superblock's mapping and details trees.
-    fn thin_trees(&mut self, sb: &Superblock, rep: &mut Report, live: bool) -> Result<(), String> {
-        let top = self.tree(sb.mapping_root, TreeKind::TopLevel)?;
-        let det = self.tree(sb.details_root, TreeKind::Details)?;
-        let (Some(top), Some(det)) = (top, det) else {
+    /// All leaf entries under `b` (no counting of references).
+    fn collect(
+        &self,
+        b: u64,
+        kind: TreeKind,
+        depth: usize,
+        out: &mut Entries,
+    ) -> Result<(), String> {
+        if depth > 16 {
+            return Err("tree too deep".into());
+        }
+        let g = self
+            .s
+            .read(b, BlockKind::Node)
+            .map_err(|e| format!("node {b}: {e:?}"))?;
+        let h = node::check(&g, kind.value_size()).map_err(|e| format!("node {b}: {e:?}"))?;
+        if h.leaf {
+            for i in 0..h.nr_entries {
+                out.push((
+                    node::key(&g, &h, i).unwrap(),
+                    node::value(&g, &h, i).unwrap().to_vec(),
+                ));
+            }
             return Ok(());
-        };
+        }
+        let kids: Vec<u64> = (0..h.nr_entries)
+            .map(|i| node::value_u64(&g, &h, i).unwrap())
+            .collect();
+        drop(g);
+        for c in kids {
+            self.collect(c, kind, depth + 1, out)?;
+        }
+        Ok(())
+    }
+
+    /// Walks a superblock's mapping and details trees. References from a
+    /// top-level leaf to device trees are counted once per leaf node, so
+    /// only leaves not seen before (through another superblock) add them.
+    fn thin_trees(&mut self, sb: &Superblock, rep: &mut Report, live: bool) -> Result<(), String> {
+        let new_top = self
+            .tree(sb.mapping_root, TreeKind::TopLevel)?
+            .unwrap_or_default();
+        let _ = self.tree(sb.details_root, TreeKind::Details)?;
+        for (_, root) in &new_top {
+            self.visit(
+                u64_of(root).unwrap(),
+                TreeKind::Mapping,
+                0,
+                None,
+                0,
+                &mut None,
+                &mut None,
+            )?;
+        }
+        let mut top = Vec::new();
+        self.collect(sb.mapping_root, TreeKind::TopLevel, 0, &mut top)?;
+        let mut det = Vec::new();
+        self.collect(sb.details_root, TreeKind::Details, 0, &mut det)?;
         if top.iter().map(|e| e.0).collect::<Vec<_>>()
             != det.iter().map(|e| e.0).collect::<Vec<_>>()
         {
@@ -161,7 +213,6 @@ impl<S: BlockStore> Ctx<'_, S> {
         for ((dev, root), (_, d)) in top.iter().zip(det.iter()) {
             let root = u64_of(root).unwrap();
             let d = DeviceDetails::decode(d).unwrap();
-            self.visit(root, TreeKind::Mapping, 0, None, 0, &mut None, &mut None)?;
             let n = self.count_entries(root, 0)?;
             if live && n != d.mapped_blocks {
                 return Err(format!(
