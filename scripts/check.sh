@@ -7,6 +7,7 @@
 # Exits non-zero on any failure; the last line is `check: N passed, N failed`.
 # Harness self-checks: RTHIN_SELFCHECK_FAIL=kunit or =vm must make it fail.
 # Run one VM test: RTHIN_ONLY=<part of its name> make check
+# Pass settings to the VM tests: RTHIN_VM_ENV="NAME=VALUE ..." make check
 . "$(dirname "$0")/lib.sh"
 
 passed=0 failed=0
@@ -29,6 +30,8 @@ export CARGO_TERM_COLOR=never
 mkdir -p "$RTHIN_OUT"
 exec 9>"$RTHIN_OUT/.check.lock"
 flock 9
+# Host packages the cargo build needs (libclang, libdevmapper for rthinctl).
+"$RTHIN_ROOT/scripts/host-deps.sh"
 # Independent steps: a failure is counted and the run goes on, so one run
 # reports everything that is wrong.
 step "cargo fmt --check" cargo fmt --all -- --check || true
@@ -45,6 +48,7 @@ if step "kernel module build (W=1, clippy, warning-free)" "$RTHIN_ROOT/scripts/m
 	step "VM initramfs" "$RTHIN_ROOT/scripts/initramfs.sh" "$RTHIN_OUT/initramfs-check.cpio.gz" "$moddir"; then
 	vm_args=()
 	[ -n "${RTHIN_ONLY:-}" ] && vm_args+=(--only "$RTHIN_ONLY")
+	for kv in ${RTHIN_VM_ENV:-}; do vm_args+=(--env "$kv"); done
 	log "VM run: KUnit and tests/vm (TCG, a few minutes)"
 	vm_out=$("$RTHIN_ROOT/scripts/vm.sh" "${vm_args[@]}" --disk 4 --disk 4 \
 		"$RTHIN_OUT/initramfs-check.cpio.gz" "$RTHIN_OUT/results") && vm_ok=1 || vm_ok=0

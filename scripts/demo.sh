@@ -4,6 +4,7 @@
 . "$(dirname "$0")/lib.sh"
 
 "$RTHIN_ROOT/scripts/module.sh"
+"$RTHIN_ROOT/scripts/host-deps.sh"
 (cd "$RTHIN_ROOT" && cargo build --release --quiet -p rthinctl)
 "$RTHIN_ROOT/scripts/initramfs.sh" "$RTHIN_OUT/initramfs-demo.cpio.gz"
 log "booting the test VM (QEMU, software emulation: about a minute)"

@@ -79,6 +79,8 @@ fi
 # ---- overlay: everything from this clone ----
 overlay=$(mktemp -d)
 trap 'rm -rf "$overlay"' EXIT
+# The overlay's root becomes the VM's /: mktemp's 0700 would lock out non-root users.
+chmod 755 "$overlay"
 mkdir -p "$overlay/rthin/tests"
 install -m 0755 "$RTHIN_ROOT/scripts/vm/init" "$overlay/init"
 cp "$RTHIN_ROOT"/tests/vm/lib.sh "$overlay/rthin/tests/"

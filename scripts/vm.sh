@@ -11,6 +11,7 @@
 #   --disk GiB                add a sparse-file virtio disk (repeatable: vdb, vdc, ...)
 #   --timeout S               hard limit for the whole VM run (default 1800)
 #   --only PATTERN            run only the tests whose name contains PATTERN
+#   --env NAME=VALUE          set an environment variable for the VM's tests (repeatable)
 # In check mode the exit status is the tests' status: the results are read
 # by scripts/vm/report.py (KUnit cases, VM tests, kernel log), which prints a
 # line per test and `N passed, N failed`. A VM that crashed, hung or wrote no
@@ -18,7 +19,7 @@
 . "$(dirname "$0")/lib.sh"
 
 mode=check cpus=2 mem=2048 rd_mib=256 timeout=1800 only=
-disks=()
+disks=() envs=()
 while [ $# -gt 2 ]; do
 	case $1 in
 	--mode) mode=$2; shift 2 ;;
@@ -28,6 +29,7 @@ while [ $# -gt 2 ]; do
 	--disk) disks+=("$2"); shift 2 ;;
 	--timeout) timeout=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
+	--env) envs+=("$2"); shift 2 ;;
 	*) die "unknown option $1" ;;
 	esac
 done
@@ -51,6 +53,11 @@ done
 cmdline="console=ttyS0 rdinit=/init panic=-1 oops=panic rthin.mode=$mode"
 cmdline+=" brd.rd_nr=4 brd.rd_size=$((rd_mib * 1024))"
 [ -n "$only" ] && cmdline+=" rthin.only=$only"
+# The kernel hands NAME=VALUE words it does not know to /init's environment.
+for kv in "${envs[@]}"; do
+	[[ $kv =~ ^[A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*$ ]] || die "--env wants NAME=VALUE without spaces, got '$kv'"
+	cmdline+=" $kv"
+done
 
 qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$cpus" -m "$mem"
 	-kernel "$RTHIN_KBUILD/vmlinux" -initrd "$initramfs" -append "$cmdline"
