@@ -205,7 +205,7 @@ fn crash_at_every_write(seed: u64) {
         }
     }
     eprintln!("seed {seed}: {points} dropped-write prefixes, {torn} torn writes");
-    assert!(points > 700, "too few crash points: {points}");
+    assert!(points > 400, "too few crash points: {points}");
 }
 
 #[test]
@@ -220,5 +220,12 @@ fn crash_seed_2() {
 
 #[test]
 fn crash_seed_3() {
-    crash_at_every_write(3);
+    // RTHIN_CRASH_SEEDS adds workloads for soak runs.
+    let extra: u64 = std::env::var("RTHIN_CRASH_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    for seed in 3..4 + extra {
+        crash_at_every_write(seed);
+    }
 }

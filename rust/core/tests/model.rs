@@ -287,7 +287,12 @@ fn deep_trees_a() {
 
 #[test]
 fn deep_trees_b() {
-    deep_trees(102..104);
+    // RTHIN_DEEP_SEEDS adds cases for soak runs.
+    let extra: u64 = std::env::var("RTHIN_DEEP_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    deep_trees(102..104 + extra);
 }
 
 #[test]
