@@ -4,7 +4,7 @@
 //!
 //! [`node`] decodes and edits one node in place inside a block buffer; the
 //! tree algorithms (lookup, insert, remove, walks, recursive release) live in
-//! `ops` as methods of [`crate::tm::Tm`], because shadowing a node needs the
+//! `ops` as methods of the transaction manager (`tm::Tm`), because shadowing a node needs the
 //! transaction manager and the space maps.
 
 pub mod node;
