@@ -131,6 +131,13 @@ impl Superblock {
     /// block number have already been verified. Accepts versions 1 and 2;
     /// rejects unknown incompat and compat_ro features.
     pub fn decode(b: &[u8]) -> CoreResult<Self> {
+        Self::decode_with(b, false)
+    }
+
+    /// Like [`Superblock::decode`]; with `read_only` set, unknown compat_ro
+    /// features are accepted (dm-thin does so when the metadata device itself
+    /// is read-only).
+    pub fn decode_with(b: &[u8], read_only: bool) -> CoreResult<Self> {
         if get_u64(b, off::MAGIC)? != MAGIC {
             return Err(corrupt(Corruption::Magic));
         }
@@ -153,7 +160,7 @@ impl Superblock {
             compat_ro_flags: get_u32(b, off::COMPAT_RO)?,
             incompat_flags: get_u32(b, off::INCOMPAT)?,
         };
-        if sb.incompat_flags != 0 || sb.compat_ro_flags != 0 {
+        if sb.incompat_flags != 0 || (sb.compat_ro_flags != 0 && !read_only) {
             return Err(CoreError::Unsupported);
         }
         if sb.version == 0 || sb.version > VERSION {

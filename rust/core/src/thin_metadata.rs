@@ -128,6 +128,7 @@ pub struct ThinMetadata<S: BlockStore> {
     dirty: bool,
     details_cache: [Option<CachedDetails>; DETAILS_CACHE_SLOTS],
     evict_next: usize,
+    read_only: bool,
 }
 
 impl<S: BlockStore> ThinMetadata<S> {
@@ -192,6 +193,7 @@ impl<S: BlockStore> ThinMetadata<S> {
             dirty: true,
             details_cache: [None; DETAILS_CACHE_SLOTS],
             evict_next: 0,
+            read_only: false,
         };
         md.commit()?;
         Ok(md)
@@ -200,6 +202,17 @@ impl<S: BlockStore> ThinMetadata<S> {
     /// Opens formatted metadata. `data_block_size`, if given, must match the
     /// superblock. Returns [`CoreError::Unformatted`] if block 0 is all zero.
     pub fn open(store: S, data_block_size: Option<u32>) -> CoreResult<Self> {
+        Self::open_with(store, data_block_size, false)
+    }
+
+    /// Opens formatted metadata for reading only (the metadata device is
+    /// read-only): unknown compat_ro features are accepted, and every call
+    /// that would change the metadata fails with [`CoreError::Invalid`].
+    pub fn open_read_only(store: S, data_block_size: Option<u32>) -> CoreResult<Self> {
+        Self::open_with(store, data_block_size, true)
+    }
+
+    fn open_with(store: S, data_block_size: Option<u32>, read_only: bool) -> CoreResult<Self> {
         {
             let g = store.read(SUPERBLOCK_LOCATION, BlockKind::Raw)?;
             if g.iter().all(|&x| x == 0) {
@@ -208,7 +221,7 @@ impl<S: BlockStore> ThinMetadata<S> {
         }
         let sb = {
             let g = store.read(SUPERBLOCK_LOCATION, BlockKind::Superblock)?;
-            Superblock::decode(&g)?
+            Superblock::decode_with(&g, read_only)?
         };
         if data_block_size.is_some_and(|d| d != sb.data_block_size) {
             return Err(CoreError::Invalid);
@@ -243,6 +256,7 @@ impl<S: BlockStore> ThinMetadata<S> {
             dirty: false,
             details_cache: [None; DETAILS_CACHE_SLOTS],
             evict_next: 0,
+            read_only,
         })
     }
 
@@ -259,6 +273,20 @@ impl<S: BlockStore> ThinMetadata<S> {
     /// The superblock as of the last commit.
     pub fn committed_superblock(&self) -> &Superblock {
         &self.committed
+    }
+
+    /// Marks the metadata in service (changed); refused when read-only.
+    fn begin_change(&mut self) -> CoreResult<()> {
+        if self.read_only {
+            return Err(CoreError::Invalid);
+        }
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// True if opened with [`Self::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// True if the current transaction changed anything.
@@ -305,6 +333,9 @@ impl<S: BlockStore> ThinMetadata<S> {
     /// Sets the needs_check flag in place (carrying the committed roots) and
     /// flushes, as dm-thin does when it switches to read-only mode.
     pub fn set_needs_check(&mut self) -> CoreResult<()> {
+        if self.read_only {
+            return Err(CoreError::Invalid);
+        }
         let mut c = self.committed;
         c.flags |= FLAG_NEEDS_CHECK;
         {
@@ -350,7 +381,7 @@ impl<S: BlockStore> ThinMetadata<S> {
         if cur != self.sb.trans_id {
             return Err(CoreError::Invalid);
         }
-        self.dirty = true;
+        self.begin_change()?;
         self.sb.trans_id = new;
         Ok(())
     }
@@ -466,7 +497,7 @@ impl<S: BlockStore> ThinMetadata<S> {
         {
             return Err(CoreError::Exists);
         }
-        self.dirty = true;
+        self.begin_change()?;
         let root = self.tm.new_empty_tree(TreeKind::Mapping)?;
         let (r, _) = self.tm.btree_insert(
             self.sb.mapping_root,
@@ -495,7 +526,7 @@ impl<S: BlockStore> ThinMetadata<S> {
         if self.sb.time >= MAX_TIME {
             return Err(CoreError::NoSpace);
         }
-        self.dirty = true;
+        self.begin_change()?;
         self.sb.time += 1;
         let t = self.sb.time;
         self.tm.check_meta_block(oroot)?;
@@ -522,7 +553,7 @@ impl<S: BlockStore> ThinMetadata<S> {
     /// drops to zero become free (reusable after the next commit).
     pub fn delete(&mut self, dev: u64) -> CoreResult<()> {
         self.existing(dev)?;
-        self.dirty = true;
+        self.begin_change()?;
         self.forget_cached(dev);
         let (r, _) = self
             .tm
@@ -592,7 +623,7 @@ impl<S: BlockStore> ThinMetadata<S> {
         if data_block >= self.tm.dsm.nr_blocks || data_block > MAX_DATA_BLOCK {
             return Err(CoreError::Invalid);
         }
-        self.dirty = true;
+        self.begin_change()?;
         let (top, leaf, idx) =
             self.tm
                 .btree_shadow_path(self.sb.mapping_root, dev, TreeKind::TopLevel)?;
@@ -632,7 +663,7 @@ impl<S: BlockStore> ThinMetadata<S> {
             Some((k, _)) if k < end => {}
             _ => return Ok(0),
         }
-        self.dirty = true;
+        self.begin_change()?;
         let (top, leaf, idx) =
             self.tm
                 .btree_shadow_path(self.sb.mapping_root, dev, TreeKind::TopLevel)?;
@@ -683,7 +714,7 @@ impl<S: BlockStore> ThinMetadata<S> {
 
     /// Allocates a free data block (free now and at the last commit), count 1.
     pub fn alloc_data_block(&mut self) -> CoreResult<u64> {
-        self.dirty = true;
+        self.begin_change()?;
         self.tm.data_alloc()
     }
 
@@ -694,13 +725,13 @@ impl<S: BlockStore> ThinMetadata<S> {
 
     /// Takes an extra reference on a data block.
     pub fn data_block_inc(&mut self, b: u64) -> CoreResult<()> {
-        self.dirty = true;
+        self.begin_change()?;
         self.tm.sm_inc(SmKind::Data, b).map(|_| ())
     }
 
     /// Drops a reference on a data block.
     pub fn data_block_dec(&mut self, b: u64) -> CoreResult<()> {
-        self.dirty = true;
+        self.begin_change()?;
         self.tm.sm_dec(SmKind::Data, b).map(|_| ())
     }
 
@@ -749,7 +780,7 @@ impl<S: BlockStore> ThinMetadata<S> {
         if nr_blocks > MAX_DATA_BLOCK.saturating_add(1) {
             return Err(CoreError::Invalid);
         }
-        self.dirty = true;
+        self.begin_change()?;
         self.tm.data_extend(nr_blocks)
     }
 
@@ -760,7 +791,7 @@ impl<S: BlockStore> ThinMetadata<S> {
         if n == self.tm.msm.nr_blocks {
             return Ok(());
         }
-        self.dirty = true;
+        self.begin_change()?;
         self.tm.meta_extend(n)
     }
 
@@ -771,7 +802,7 @@ impl<S: BlockStore> ThinMetadata<S> {
             return Err(CoreError::Busy);
         }
         self.commit()?;
-        self.dirty = true;
+        self.begin_change()?;
         let h = self.tm.meta_alloc()?;
         self.tm
             .store
@@ -806,7 +837,7 @@ impl<S: BlockStore> ThinMetadata<S> {
                 get_u64(&g, superblock::off::DETAILS_ROOT)?,
             )
         };
-        self.dirty = true;
+        self.begin_change()?;
         self.sb.held_root = 0;
         self.tm.dec_tree(mr, TreeKind::TopLevel, 0)?;
         self.tm.dec_tree(dr, TreeKind::Details, 0)?;

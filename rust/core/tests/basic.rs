@@ -231,3 +231,33 @@ fn details_cache_eviction_commit_and_abort() {
     assert_eq!(md.device_details(19).unwrap().unwrap().mapped_blocks, 3);
     checker::check(md.store()).unwrap();
 }
+
+#[test]
+fn compat_ro_features_only_on_read_only_devices() {
+    use rthin_core::checksum::{seal, BlockKind};
+    use rthin_core::superblock::Superblock;
+    let mut md = ThinMetadata::format(mem_store(256), 128, 100).unwrap();
+    md.create_thin(4).unwrap();
+    md.commit().unwrap();
+    let mut media = md.into_store().media.snapshot();
+    {
+        let blk = media.blocks.get_mut(&0).unwrap();
+        let mut sb = Superblock::decode(&blk[..]).unwrap();
+        sb.compat_ro_flags = 1;
+        sb.encode(&mut blk[..]).unwrap();
+        seal(BlockKind::Superblock, 0, &mut blk[..]).unwrap();
+    }
+    let img = media.snapshot();
+    assert!(matches!(
+        ThinMetadata::open(HostStore::new(img), None),
+        Err(CoreError::Unsupported)
+    ));
+    let mut md = ThinMetadata::open_read_only(HostStore::new(media), None).unwrap();
+    assert!(md.is_read_only());
+    assert!(md.device_details(4).unwrap().is_some());
+    assert_eq!(md.create_thin(5), Err(CoreError::Invalid));
+    assert_eq!(md.alloc_data_block(), Err(CoreError::Invalid));
+    assert_eq!(md.set_needs_check(), Err(CoreError::Invalid));
+    md.commit().unwrap();
+    assert_eq!(md.store().flushes, 0);
+}
