@@ -190,3 +190,47 @@ fn bit_flips_even_blocks() {
 fn bit_flips_odd_blocks() {
     bit_flips(1, 2);
 }
+
+/// A corrupt internal node whose children all point at the same subtree must
+/// not make walks explode: the visit budget (metadata device size) stops them.
+#[test]
+fn dag_fanout_is_bounded() {
+    use rthin_core::btree::node;
+    let mut md = ThinMetadata::format(HostStore::new(MemMedia::new(64)), 128, 1000).unwrap();
+    md.create_thin(0).unwrap();
+    for v in 0..300 {
+        let b = md.alloc_data_block().unwrap();
+        md.insert_mapping(0, v, b).unwrap();
+    }
+    md.commit().unwrap();
+    let mut media = md.into_store().media.snapshot();
+    // Find the device tree's internal root: the only internal node with leaf children.
+    let mut target = None;
+    for (&b, blk) in media.blocks.iter() {
+        if verify(BlockKind::Node, b, &blk[..]).is_ok() {
+            if let Ok(h) = node::check(&blk[..], 8) {
+                if !h.leaf && h.nr_entries >= 2 {
+                    target = Some((b, node::value_u64(&blk[..], &h, 0).unwrap()));
+                }
+            }
+        }
+    }
+    let (root, leaf) = target.expect("no internal node");
+    {
+        let blk = media.blocks.get_mut(&root).unwrap();
+        let mut h = node::check(&blk[..], 8).unwrap();
+        node::set_nr(&mut blk[..], &mut h, 0).unwrap();
+        for i in 0..200 {
+            node::insert_at(&mut blk[..], &mut h, i, i as u64 * 2, &leaf.to_le_bytes()).unwrap();
+        }
+        seal(BlockKind::Node, root, &mut blk[..]).unwrap();
+    }
+    let md = ThinMetadata::open(HostStore::new(media), None).unwrap();
+    let r = md.for_each_mapping(0, &mut |_, _| Ok(()));
+    assert_eq!(
+        r,
+        Err(CoreError::Corrupt(
+            rthin_core::core_error::Corruption::TooDeep
+        ))
+    );
+}

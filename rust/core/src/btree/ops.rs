@@ -589,7 +589,12 @@ impl<S: BlockStore> Tm<S> {
         let mut depth = 0usize;
         let mut cur = root;
         let mut search = Some(key);
+        let mut budget = self.node_budget();
         loop {
+            if budget == 0 {
+                return Err(corrupt(Corruption::TooDeep));
+            }
+            budget -= 1;
             self.check_meta_block(cur)?;
             let g = self.store.read(cur, BlockKind::Node)?;
             let h = node::check(&g, kind.value_size())?;
@@ -663,7 +668,15 @@ impl<S: BlockStore> Tm<S> {
         kind: TreeKind,
         f: &mut dyn FnMut(u64, &[u8]) -> CoreResult<()>,
     ) -> CoreResult<()> {
-        self.walk_rec(root, kind, 0, f)
+        let mut budget = self.node_budget();
+        self.walk_rec(root, kind, 0, &mut budget, f)
+    }
+
+    /// Upper bound on the nodes a walk of one valid tree can visit: the
+    /// metadata device size. A corrupt tree whose pointers form a DAG with
+    /// huge fan-out therefore ends with `TooDeep` instead of running for ever.
+    fn node_budget(&self) -> u64 {
+        self.msm.nr_blocks.max(self.msm_c.nr_blocks)
     }
 
     fn walk_rec(
@@ -671,11 +684,13 @@ impl<S: BlockStore> Tm<S> {
         b: u64,
         kind: TreeKind,
         depth: usize,
+        budget: &mut u64,
         f: &mut dyn FnMut(u64, &[u8]) -> CoreResult<()>,
     ) -> CoreResult<()> {
-        if depth >= MAX_DEPTH {
+        if depth >= MAX_DEPTH || *budget == 0 {
             return Err(corrupt(Corruption::TooDeep));
         }
+        *budget -= 1;
         let h = self.node_header(b, kind)?;
         if h.leaf {
             // Entries are copied out in small batches so that no guard is
@@ -703,7 +718,7 @@ impl<S: BlockStore> Tm<S> {
         }
         for i in 0..h.nr_entries {
             let c = self.node_value_u64(b, &h, i)?;
-            self.walk_rec(c, kind, depth + 1, f)?;
+            self.walk_rec(c, kind, depth + 1, budget, f)?;
         }
         Ok(())
     }
