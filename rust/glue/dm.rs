@@ -238,6 +238,24 @@ pub(crate) struct Args<'a> {
 }
 
 impl<'a> Args<'a> {
+    /// Collects the `argc` words dm passes to `ctr` and `message`.
+    ///
+    /// # Safety
+    /// `argv` must hold `argc` valid NUL-terminated strings that stay alive
+    /// and unchanged for `'a`.
+    unsafe fn from_argv(argc: c_uint, argv: *mut *mut c_char) -> Result<Self> {
+        let argc = argc as usize;
+        let mut words = KVec::with_capacity(argc, GFP_KERNEL)?;
+        for i in 0..argc {
+            // SAFETY: the caller guarantees `argc` valid strings in `argv`
+            // that outlive `'a`.
+            let word = unsafe { CStr::from_char_ptr(*argv.add(i)) };
+            // Cannot fail: the capacity covers every word.
+            let _ = words.push_within_capacity(word);
+        }
+        Ok(Self { words })
+    }
+
     /// The words as C strings, for passing back to dm (device paths).
     pub(crate) fn words(&self) -> &[&'a CStr] {
         &self.words
@@ -380,19 +398,12 @@ unsafe extern "C" fn ctr_trampoline<T: TargetOps>(
         ti,
         _borrow: PhantomData,
     };
-    let argc = argc as usize;
-    let mut words = KVec::new();
-    if words.reserve(argc, GFP_KERNEL).is_err() {
-        return ENOMEM.to_errno();
-    }
-    for i in 0..argc {
-        // SAFETY: dm passes `argc` valid NUL-terminated strings in `argv`,
-        // alive for the whole ctr call, which bounds the `Args` lifetime.
-        let word = unsafe { CStr::from_char_ptr(*argv.add(i)) };
-        // Cannot fail: capacity was reserved above.
-        let _ = words.push_within_capacity(word);
-    }
-    let args = Args { words };
+    // SAFETY: dm passes `argc` valid strings in `argv`, alive for the whole
+    // ctr call, which bounds the `Args` lifetime.
+    let args = match unsafe { Args::from_argv(argc, argv) } {
+        Ok(args) => args,
+        Err(e) => return e.to_errno(),
+    };
     match T::ctr(&mut ctx, &args) {
         Ok(target) => match KBox::new(target, GFP_KERNEL) {
             Ok(boxed) => {
@@ -495,21 +506,15 @@ unsafe extern "C" fn message_trampoline<T: TargetOps>(
     _result: *mut c_char,
     _maxlen: c_uint,
 ) -> c_int {
-    let argc = argc as usize;
-    let mut words = KVec::new();
-    if words.reserve(argc, GFP_KERNEL).is_err() {
-        return ENOMEM.to_errno();
-    }
-    for i in 0..argc {
-        // SAFETY: dm passes `argc` valid NUL-terminated strings that live
-        // for the whole call, which bounds the borrow.
-        let word = unsafe { CStr::from_char_ptr(*argv.add(i)) };
-        // Cannot fail: capacity was reserved above.
-        let _ = words.push_within_capacity(word);
-    }
+    // SAFETY: dm passes `argc` valid strings in `argv` that live for the
+    // whole call, which bounds the borrow.
+    let args = match unsafe { Args::from_argv(argc, argv) } {
+        Ok(args) => args,
+        Err(e) => return e.to_errno(),
+    };
     // SAFETY: message runs between ctr and dtr.
     let target = unsafe { private::<T>(ti) };
-    match target.message(&words) {
+    match target.message(args.words()) {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
     }
