@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # `make check`: every test rthin has, host and VM, with one verdict.
-#   host: cargo fmt and rustfmt --check, clippy -D warnings, cargo test, core mount list
+#   host: cargo fmt and rustfmt --check, clippy -D warnings, cargo test, core mount list,
+#         the metadata core against thin-provisioning-tools (scripts/core-oracle.sh)
 #   kernel: dm-rthin.ko at W=1 without warnings
 #   VM: boots the test kernel, loads the module (KUnit runs), runs tests/vm/*.sh
 # Exits non-zero on any failure; the last line is `check: N passed, N failed`.
@@ -62,6 +63,18 @@ if step "kernel module build (W=1, clippy, warning-free)" "$RTHIN_ROOT/scripts/m
 	[ "$vm_ok" = 1 ] || [ "${vm_failed:-0}" -gt 0 ] || failed=$((failed + 1))
 	log "VM results and logs: $RTHIN_OUT/results"
 fi
+
+# The metadata core against thin-provisioning-tools (needs the sysroot).
+oracle() {
+	local out=$RTHIN_OUT/core-oracle.log
+	if "$RTHIN_ROOT/scripts/core-oracle.sh" >"$out" 2>&1; then
+		tail -1 "$out"
+	else
+		cat "$out"
+		return 1
+	fi
+}
+step "metadata core against thin_check/thin_dump/thin_restore" oracle || true
 
 echo "check: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

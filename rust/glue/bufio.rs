@@ -197,9 +197,23 @@ impl Deref for Guard<'_> {
 
 impl DerefMut for Guard<'_> {
     fn deref_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `deref`; the core never holds two guards at once,
-        // so this is the only reference to the bytes on our side.
+        // SAFETY: as in `deref`. Only the store's `&mut self` methods hand
+        // out a `Guard` (readers get a `ReadGuard`, which cannot be borrowed
+        // mutably), so while one lives no other guard of this store exists
+        // and these bytes have no other reference on our side.
         unsafe { slice::from_raw_parts_mut(self.data.as_ptr(), BLOCK_SIZE) }
+    }
+}
+
+/// A held buffer lent for reading. The core may hold two at once, even of
+/// the same block, so it only ever gives shared access.
+pub(crate) struct ReadGuard<'a>(Guard<'a>);
+
+impl Deref for ReadGuard<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.0
     }
 }
 
@@ -216,15 +230,15 @@ impl Drop for Guard<'_> {
 }
 
 impl BlockStore for BufioStore {
-    type Read<'a> = Guard<'a>;
+    type Read<'a> = ReadGuard<'a>;
     type Write<'a> = Guard<'a>;
 
     fn nr_blocks(&self) -> u64 {
         self.nr_blocks
     }
 
-    fn read(&self, b: u64, kind: BlockKind) -> CoreResult<Guard<'_>> {
-        self.get_validated(b, kind)
+    fn read(&self, b: u64, kind: BlockKind) -> CoreResult<ReadGuard<'_>> {
+        self.get_validated(b, kind).map(ReadGuard)
     }
 
     fn write(&mut self, b: u64, kind: BlockKind) -> CoreResult<Guard<'_>> {
