@@ -8,20 +8,6 @@
 T_POOL=${T_POOL:-thin-pool}
 T_THIN=${T_THIN:-thin}
 
-# expect_rc CODE TEXT CMD...: CMD must exit with CODE and print TEXT.
-expect_rc() {
-	want_rc=$1 want=$2
-	shift 2
-	out=$("$@" 2>&1)
-	got=$?
-	[ "$got" = "$want_rc" ] || fail "expected exit $want_rc from: $* ; got $got: $out"
-	case $out in
-	*"$want"*) ;;
-	*) fail "expected '$want' from: $* ; got: $out" ;;
-	esac
-	echo "ok ($got): $*"
-	[ -z "$out" ] || echo "$out" | sed 's/^/    /'
-}
 state() { dmsetup info "$1" | sed -n 's/^State: *//p'; }
 txn() { dmsetup status --noflush cpool | cut -d' ' -f4; }
 held() { dmsetup status --noflush cpool | cut -d' ' -f7; }

@@ -4,20 +4,6 @@
 # out-of-data-space pool with error_if_no_space and an ignore_discard pool.
 . /rthin/tests/lib.sh
 
-expect_rc() {
-	want_rc=$1 want=$2
-	shift 2
-	out=$("$@" 2>&1)
-	got=$?
-	[ "$got" = "$want_rc" ] || fail "expected exit $want_rc from: $* ; got $got: $out"
-	case $out in
-	*"$want"*) ;;
-	*) fail "expected '$want' from: $* ; got: $out" ;;
-	esac
-	echo "ok ($got): $*"
-	[ -z "$out" ] || echo "$out" | sed 's/^/    /'
-}
-
 run modprobe dm-thin-pool
 meta=/dev/ram2 data=/dev/ram3
 wipe $meta

@@ -29,6 +29,22 @@ expect_error() {
 	return 0
 }
 
+# expect_rc CODE TEXT CMD...: CMD must exit with CODE and print TEXT; the
+# output is echoed, indented, for the log.
+expect_rc() {
+	want_rc=$1 want=$2
+	shift 2
+	out=$("$@" 2>&1)
+	got=$?
+	[ "$got" = "$want_rc" ] || fail "expected exit $want_rc from: $* ; got $got: $out"
+	case $out in
+	*"$want"*) ;;
+	*) fail "expected '$want' from: $* ; got: $out" ;;
+	esac
+	echo "ok ($got): $*"
+	[ -z "$out" ] || echo "$out" | sed 's/^/    /'
+}
+
 # expect_dmesg "TEXT": the kernel log must contain TEXT.
 expect_dmesg() {
 	dmesg | grep -qF "$1" || fail "kernel log lacks '$1'"
