@@ -140,6 +140,21 @@ mod core_suite {
         assert!(crate::dm_thin_table::selftest::table_lines());
     }
 
+    #[test]
+    fn mapping_cache_publish_get_invalidate() {
+        assert!(crate::mapping_cache::selftest::publish_get_invalidate());
+    }
+
+    #[test]
+    fn mapping_cache_ranges_and_limits() {
+        assert!(crate::mapping_cache::selftest::ranges_and_limits());
+    }
+
+    #[test]
+    fn block_geometry_arithmetic() {
+        assert!(crate::block_geometry::selftest::arithmetic());
+    }
+
     /// Harness self-check: built only with `RTHIN_SELFCHECK_FAIL=kunit`, it
     /// must make `make check` fail.
     #[cfg(rthin_selfcheck_fail)]

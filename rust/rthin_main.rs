@@ -12,6 +12,8 @@ use kernel::prelude::*;
 // ---- the pure core, shared with `rust/core/src/lib.rs` (keep the lists equal) ----
 #[path = "core/src/args.rs"]
 pub mod args;
+#[path = "core/src/block_geometry.rs"]
+pub mod block_geometry;
 #[path = "core/src/block_store.rs"]
 pub mod block_store;
 #[path = "core/src/btree/mod.rs"]
@@ -36,6 +38,8 @@ pub mod dm_status;
 pub mod dm_status_buf;
 #[path = "core/src/dm_thin_table.rs"]
 pub mod dm_thin_table;
+#[path = "core/src/mapping_cache.rs"]
+pub mod mapping_cache;
 #[path = "core/src/space_map/mod.rs"]
 pub mod space_map;
 #[path = "core/src/superblock.rs"]

@@ -17,6 +17,7 @@
 extern crate std;
 
 pub mod args;
+pub mod block_geometry;
 pub mod block_store;
 pub mod btree;
 pub mod checksum;
@@ -29,6 +30,7 @@ pub mod dm_pool_table;
 pub mod dm_status;
 pub mod dm_status_buf;
 pub mod dm_thin_table;
+pub mod mapping_cache;
 pub mod space_map;
 pub mod superblock;
 pub mod thin_metadata;
