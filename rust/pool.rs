@@ -17,10 +17,14 @@
 //! pool object goes away. I/O sent to the pool device itself goes to the data
 //! device, as in dm-thin.
 
-use core::fmt;
+use core::{
+    fmt,
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
+};
 use kernel::{
+    new_condvar, new_mutex,
     prelude::*,
-    sync::{Arc, Mutex},
+    sync::{rcu, Arc, CondVar, Mutex, MutexGuard},
 };
 
 use crate::{
@@ -29,7 +33,7 @@ use crate::{
     core_error::CoreError,
     dm_errno::{EBUSY, EINVAL, ENOMEM, EPERM},
     dm_message::PoolMessage,
-    dm_pool_mode::{BindRequest, ModeChange, PoolMode, PoolModeState},
+    dm_pool_mode::{BindRequest, BioAction, IoError, ModeChange, PoolMode, PoolModeState},
     dm_pool_table::{
         glue_errors, metadata_low_water_threshold, nr_data_blocks, write_pool_table, PoolFeatures,
         PoolTable, PoolTableLine, METADATA_BLOCK_SECTORS, METADATA_MAX_SECTORS,
@@ -37,11 +41,14 @@ use crate::{
     dm_status::{write_pool_info, DiscardStatus, PoolInfo, FAIL},
     dm_status_buf::StatusBuf,
     glue::{
-        bio::Bio,
+        bio::{Bio, BioList, OwnedBio},
         bufio::BufioStore,
+        deferred::IoQueue,
         dm::{Args, CtrError, DmDev, MapResult, MdKey, StatusKind, TableMd, TargetCtx, TargetOps},
+        kcopyd::Kcopyd,
         registry,
     },
+    thin_io::ThinIo,
     thin_metadata::ThinMetadata,
 };
 
@@ -74,8 +81,99 @@ pub(crate) mod selftest {
     }
 }
 
+/// What the map path reads of a pool without taking its lock.
+#[derive(Default)]
+pub(crate) struct PoolFlags {
+    /// Metadata changed since the last commit (flushes must commit).
+    dirty: AtomicBool,
+    /// The pool is in FAIL mode: every bio errors at once.
+    fails_io: AtomicBool,
+    /// Metadata commits done.
+    commits: AtomicU64,
+}
+
+impl PoolFlags {
+    /// Metadata changed since the last commit.
+    pub(crate) fn dirty(&self) -> bool {
+        self.dirty.load(Ordering::Acquire)
+    }
+
+    /// Every bio must fail.
+    pub(crate) fn fails_io(&self) -> bool {
+        self.fails_io.load(Ordering::Acquire)
+    }
+}
+
 /// A pool object shared by the pool's tables and its thin targets.
-pub(crate) type SharedPool = Arc<Mutex<PoolState>>;
+#[pin_data]
+pub(crate) struct PoolObj {
+    #[pin]
+    state: Mutex<PoolState>,
+    /// Signalled when the last in-flight provision ends or a committer is
+    /// done waiting.
+    #[pin]
+    settled: CondVar,
+    /// The workers' queue.
+    pub(crate) wq: IoQueue,
+    /// Zeroing and copying of data blocks.
+    pub(crate) kcopyd: Kcopyd,
+    /// Lock-free view for the map path.
+    pub(crate) flags: Arc<PoolFlags>,
+}
+
+/// A pool object shared by the pool's tables and its thin targets.
+pub(crate) type SharedPool = Arc<PoolObj>;
+
+impl PoolObj {
+    /// Takes the pool lock.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, PoolState> {
+        self.state.lock()
+    }
+
+    /// Takes the pool lock once no committer waits: workers about to start a
+    /// provision call this, so a stream of writes cannot starve a commit.
+    pub(crate) fn lock_unblocked(&self) -> MutexGuard<'_, PoolState> {
+        let mut st = self.state.lock();
+        while st.committers > 0 {
+            self.settled.wait(&mut st);
+        }
+        st
+    }
+
+    /// Takes the pool lock once no provision is between allocating its block
+    /// and mapping it, so that a commit records no allocated-but-unmapped
+    /// block (which `thin_check` would call a leak).
+    pub(crate) fn lock_settled(&self) -> MutexGuard<'_, PoolState> {
+        let mut st = self.state.lock();
+        st.committers += 1;
+        while st.inflight > 0 {
+            self.settled.wait(&mut st);
+        }
+        st.committers -= 1;
+        if st.committers == 0 {
+            self.settled.notify_all();
+        }
+        st
+    }
+
+    /// Ends a provision begun with `PoolState::open_cell` and released with
+    /// `PoolState::close_cell`: wakes committers when none is left.
+    pub(crate) fn provision_done(&self, st: MutexGuard<'_, PoolState>) {
+        let settled = st.inflight == 0;
+        drop(st);
+        if settled {
+            self.settled.notify_all();
+        }
+    }
+}
+
+/// Bios waiting for a provision of their virtual block to finish (dm-thin's
+/// bio prison cell, reduced to what rthin needs).
+struct Cell {
+    dev: u32,
+    vblock: u64,
+    parked: BioList,
+}
 
 /// One registry entry (`dm_thin_pool_table`).
 pub(crate) struct PoolEntry {
@@ -107,8 +205,19 @@ pub(crate) struct PoolState {
     last_table_id: u64,
     /// Live (adjusted) features of the bound table.
     features: PoolFeatures,
-    /// Thin targets constructed per device id: `(id, count)`.
-    open_thins: KVec<(u32, u32)>,
+    /// The I/O state of every constructed thin target.
+    thins: KVec<Arc<ThinIo>>,
+    /// Virtual blocks being provisioned.
+    cells: KVec<Cell>,
+    /// Provisions between allocating their block and mapping it.
+    inflight: usize,
+    /// Committers waiting for `inflight` to reach zero.
+    committers: usize,
+    /// Bumped when the metadata rolls back to the last commit: a provision
+    /// that started before may not insert its (now free) block.
+    epoch: u64,
+    /// Shared with the map path.
+    flags: Arc<PoolFlags>,
 }
 
 impl PoolState {
@@ -134,6 +243,30 @@ impl PoolState {
         if change.notify {
             pr_info!("{}: {}\n", self.name(), Show(|f| change.write_log(f)));
         }
+        self.flags
+            .fails_io
+            .store(self.mode.mode().fails_all_io(), Ordering::Release);
+        if let Some(e) = change.error_retry_lists {
+            for t in self.thins.iter() {
+                t.error_held(e);
+            }
+        }
+        if change.requeue_retry_lists {
+            for t in self.thins.iter() {
+                t.requeue_held();
+            }
+        }
+    }
+
+    /// Forgets the cached mappings of `dev` (all devices if `None`) and waits
+    /// until no map call can still use one.
+    fn forget_mappings(&self, dev: Option<u32>) {
+        for t in self.thins.iter() {
+            if dev.is_none_or(|d| d == t.dev_id) {
+                t.forget_all();
+            }
+        }
+        rcu::synchronize_rcu();
     }
 
     /// dm-thin's `metadata_operation_failed`: log, roll back to the last
@@ -146,6 +279,8 @@ impl PoolState {
             e.errno()
         );
         self.md.abort();
+        self.epoch = self.epoch.wrapping_add(1);
+        self.forget_mappings(None);
         let needs_check_ok = self.md.set_needs_check().is_ok();
         if !needs_check_ok {
             pr_err!(
@@ -161,14 +296,17 @@ impl PoolState {
 
     /// dm-thin's `commit()`: refused (EINVAL) in OOMS/RO/FAIL, a failure
     /// degrades the pool, success re-checks the free space.
-    fn commit(&mut self) -> Result<(), i32> {
+    pub(crate) fn commit(&mut self) -> Result<(), i32> {
         if !self.mode.mode().may_commit() {
             return Err(EINVAL);
         }
+        // Cleared first: a change racing with the commit sets it again.
+        self.flags.dirty.store(false, Ordering::Release);
         if let Err(e) = self.md.commit() {
             self.metadata_operation_failed("dm_pool_commit_metadata", e);
             return Err(e.errno());
         }
+        self.flags.commits.fetch_add(1, Ordering::Relaxed);
         let free_meta = self.metadata_free_after_reserve();
         let free_data = self.md.data_usage().free;
         let needs_check = self.md.needs_check();
@@ -185,26 +323,171 @@ impl PoolState {
         Ok(())
     }
 
-    /// Counts a constructed thin target for device `id`.
-    pub(crate) fn open_thin(&mut self, id: u32) -> Result<(), Error> {
-        if let Some(e) = self.open_thins.iter_mut().find(|e| e.0 == id) {
-            e.1 = e.1.saturating_add(1);
-            return Ok(());
-        }
-        self.open_thins.push((id, 1), GFP_KERNEL)?;
+    /// Registers a constructed thin target's I/O state.
+    pub(crate) fn open_thin(&mut self, io: Arc<ThinIo>) -> Result<(), Error> {
+        self.thins.push(io, GFP_KERNEL)?;
         Ok(())
     }
 
-    /// Forgets one constructed thin target for device `id`.
-    pub(crate) fn close_thin(&mut self, id: u32) {
-        if let Some(i) = self.open_thins.iter().position(|e| e.0 == id) {
-            match self.open_thins.get_mut(i) {
-                Some(e) if e.1 > 1 => e.1 -= 1,
-                _ => {
-                    let _ = self.open_thins.remove(i);
-                }
+    /// Forgets a thin target's I/O state.
+    pub(crate) fn close_thin(&mut self, io: &ThinIo) {
+        if let Some(i) = self
+            .thins
+            .iter()
+            .position(|t| core::ptr::eq::<ThinIo>(&**t, io))
+        {
+            let _ = self.thins.remove(i);
+        }
+    }
+
+    /// Live features of the bound table.
+    pub(crate) fn features(&self) -> PoolFeatures {
+        self.features
+    }
+
+    /// The mode state machine.
+    pub(crate) fn mode_state(&self) -> &PoolModeState {
+        &self.mode
+    }
+
+    /// Parks `bio` on the cell of `(dev, vblock)` if a provision holds it;
+    /// otherwise hands the bio back.
+    pub(crate) fn try_park(
+        &mut self,
+        dev: u32,
+        vblock: u64,
+        bio: OwnedBio,
+    ) -> Result<(), OwnedBio> {
+        match self
+            .cells
+            .iter_mut()
+            .find(|c| c.dev == dev && c.vblock == vblock)
+        {
+            Some(c) => {
+                c.parked.push(bio);
+                Ok(())
+            }
+            None => Err(bio),
+        }
+    }
+
+    /// Starts a provision of `(dev, vblock)`: later bios to it park until
+    /// [`Self::close_cell`]. Returns the metadata epoch to check at the end.
+    pub(crate) fn open_cell(&mut self, dev: u32, vblock: u64) -> Result<u64, Error> {
+        let cell = Cell {
+            dev,
+            vblock,
+            parked: BioList::new(),
+        };
+        self.cells.push(cell, GFP_KERNEL)?;
+        self.inflight += 1;
+        Ok(self.epoch)
+    }
+
+    /// Ends a provision; returns the bios that parked on it.
+    pub(crate) fn close_cell(&mut self, dev: u32, vblock: u64) -> BioList {
+        self.inflight = self.inflight.saturating_sub(1);
+        match self
+            .cells
+            .iter()
+            .position(|c| c.dev == dev && c.vblock == vblock)
+        {
+            Some(i) => self.cells.remove(i).map(|c| c.parked).unwrap_or_default(),
+            None => BioList::new(),
+        }
+    }
+
+    /// The metadata epoch (see [`Self::open_cell`]).
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// dm-thin's `alloc_data_block`: a free data block, or the fate of the
+    /// bio that needed one (queue or error when out of data space).
+    pub(crate) fn alloc_data_block(&mut self) -> Result<u64, BioAction> {
+        if !self.mode.mode().may_provision() {
+            return Err(self.mode.unserviceable());
+        }
+        match self.md.alloc_data_block() {
+            Ok(b) => {
+                self.flags.dirty.store(true, Ordering::Release);
+                Ok(b)
+            }
+            Err(CoreError::NoSpace) => {
+                pr_warn!("{}: no free data space available.\n", self.name());
+                let needs_check = self.md.needs_check();
+                let change = self
+                    .mode
+                    .data_space_exhausted(needs_check, NO_SPACE_TIMEOUT_SECS);
+                self.report(&change);
+                Err(self.mode.unserviceable())
+            }
+            Err(e) => {
+                self.metadata_operation_failed("dm_pool_alloc_data_block", e);
+                Err(BioAction::Error(IoError::Io))
             }
         }
+    }
+
+    /// Gives back a block allocated for a provision that failed.
+    pub(crate) fn release_data_block(&mut self, b: u64) {
+        if let Err(e) = self.md.data_block_dec(b) {
+            self.metadata_operation_failed("dm_pool_dec_data_range", e);
+        }
+    }
+
+    /// Maps `vblock` of `dev` to a block filled by a provision.
+    pub(crate) fn insert_mapping(&mut self, dev: u32, vblock: u64, b: u64) -> Result<(), IoError> {
+        match self.md.insert_mapping(dev.into(), vblock, b) {
+            Ok(()) => {
+                self.flags.dirty.store(true, Ordering::Release);
+                Ok(())
+            }
+            Err(e) => {
+                self.metadata_operation_failed("dm_thin_insert_block", e);
+                Err(IoError::Io)
+            }
+        }
+    }
+
+    /// Unmaps the blocks of `thin` in `[first, end)` that no provision holds,
+    /// calling `freed` with each data block whose last reference went.
+    pub(crate) fn unmap_range(
+        &mut self,
+        thin: &ThinIo,
+        first: u64,
+        end: u64,
+        mut freed: impl FnMut(u64),
+    ) -> Result<u64, CoreError> {
+        let dev = u64::from(thin.dev_id);
+        thin.forget_range(first, end);
+        let mut n = 0;
+        let mut from = first;
+        while from < end {
+            let (vblock, m) = match self.md.next_mapping(dev, from) {
+                Ok(Some((k, m))) if k < end => (k, m),
+                Ok(_) => break,
+                Err(e) => return Err(e),
+            };
+            from = vblock.saturating_add(1);
+            if self
+                .cells
+                .iter()
+                .any(|c| c.dev == thin.dev_id && c.vblock == vblock)
+            {
+                continue;
+            }
+            if let Err(e) = self.md.remove_mapping(dev, vblock) {
+                self.metadata_operation_failed("dm_thin_remove_range", e);
+                return Err(e);
+            }
+            self.flags.dirty.store(true, Ordering::Release);
+            n += 1;
+            if self.md.data_block_count(m.data_block) == Ok(0) {
+                freed(m.data_block);
+            }
+        }
+        Ok(n)
     }
 
     /// The metadata.
@@ -231,9 +514,17 @@ impl PoolState {
             PoolMessage::CreateThin { dev_id, .. } => self.md.create_thin(dev_id.into()),
             PoolMessage::CreateSnap {
                 dev_id, origin_id, ..
-            } => self.md.create_snap(dev_id.into(), origin_id.into()),
+            } => {
+                let r = self.md.create_snap(dev_id.into(), origin_id.into());
+                if r.is_ok() {
+                    // The origin's blocks are shared now: its writes must
+                    // stop taking the fast path.
+                    self.forget_mappings(Some(origin_id));
+                }
+                r
+            }
             PoolMessage::Delete { dev_id, .. } => {
-                if self.open_thins.iter().any(|e| e.0 == dev_id) {
+                if self.thins.iter().any(|t| t.dev_id == dev_id) {
                     Err(CoreError::Busy)
                 } else {
                     self.md.delete(dev_id.into())
@@ -389,6 +680,7 @@ fn find_or_create(
     let alloc = CtrError::new(ENOMEM, glue_errors::ALLOC_POOL);
     pools.reserve(1, GFP_KERNEL).map_err(|_| alloc)?;
     let metadata_md = open_metadata(metadata, block_size, features.read_only)?;
+    let flags = Arc::new(PoolFlags::default(), GFP_KERNEL).map_err(|_| alloc)?;
     let state = PoolState {
         name: md,
         md: metadata_md,
@@ -397,10 +689,26 @@ fn find_or_create(
         bound_table: 0,
         last_table_id: 1,
         features,
-        open_thins: KVec::new(),
+        thins: KVec::new(),
+        cells: KVec::new(),
+        inflight: 0,
+        committers: 0,
+        epoch: 0,
+        flags: flags.clone(),
     };
-    let pool: SharedPool =
-        Arc::pin_init(kernel::new_mutex!(state), GFP_KERNEL).map_err(|_| alloc)?;
+    let wq = IoQueue::new(c"rthin").map_err(|_| alloc)?;
+    let kcopyd = Kcopyd::new().map_err(|_| alloc)?;
+    let pool: SharedPool = Arc::pin_init(
+        pin_init!(PoolObj {
+            state <- new_mutex!(state),
+            settled <- new_condvar!(),
+            wq,
+            kcopyd,
+            flags,
+        }),
+        GFP_KERNEL,
+    )
+    .map_err(|_| alloc)?;
     let entry = PoolEntry {
         md: key,
         metadata_dev: meta_dev,
@@ -496,7 +804,7 @@ impl TargetOps for Pool {
         })
     }
 
-    fn map(&self, bio: &mut Bio<'_>) -> MapResult {
+    fn map(&self, mut bio: Bio<'_>) -> MapResult {
         bio.set_dev(&self.data);
         MapResult::Remapped
     }
@@ -504,7 +812,7 @@ impl TargetOps for Pool {
     fn status(&self, kind: StatusKind, noflush: bool, out: &mut StatusBuf<'_>) -> fmt::Result {
         match kind {
             StatusKind::Info => {
-                let mut st = self.pool.lock();
+                let mut st = self.pool.lock_settled();
                 if st.mode() == PoolMode::Fail {
                     return out.write_bytes(FAIL.as_bytes());
                 }
@@ -542,7 +850,7 @@ impl TargetOps for Pool {
 
     fn message(&self, words: &[&CStr]) -> Result {
         let bytes = to_bytes(words).map_err(|e| e.error)?;
-        let mut st = self.pool.lock();
+        let mut st = self.pool.lock_settled();
         let msg = match PoolMessage::parse_in_mode(st.mode(), &bytes) {
             Ok(msg) => msg,
             Err(e) => {
@@ -560,7 +868,7 @@ impl TargetOps for Pool {
     }
 
     fn preresume(&self) -> Result {
-        let mut st = self.pool.lock();
+        let mut st = self.pool.lock_settled();
         // bind_control_target.
         let request = if st.bound_table == self.table_id {
             BindRequest::SameTable
@@ -621,7 +929,7 @@ impl TargetOps for Pool {
     }
 
     fn postsuspend(&self) {
-        let _ = self.pool.lock().commit();
+        let _ = self.pool.lock_settled().commit();
     }
 
     fn device(&self) -> &DmDev {

@@ -54,6 +54,7 @@ mod glue;
 mod kunit;
 mod pool;
 mod thin;
+mod thin_io;
 
 use glue::dm::TargetType;
 

@@ -7,15 +7,16 @@
 //! in the metadata. The INFO status shows the device's real mapped-block
 //! count and highest mapped block from the metadata.
 //!
-//! **I/O is still pass-through**: a bio goes to the pool device at the same
-//! sector, so it lands on the data device unmapped and unprovisioned; no
-//! mapping is looked up or inserted. Thin volumes therefore alias each other
-//! on the data device until the provisioning slice lands.
+//! I/O goes through [`ThinIo`]: remapped in the map call when the mapping is
+//! cached, otherwise handled by the pool's workers. Like dm-thin, bios never
+//! cross a data block (`max_io_len`), and remapped bios go to the pool
+//! device, whose target sends them on to the data device.
 
 use core::fmt;
-use kernel::prelude::*;
+use kernel::{prelude::*, sync::Arc};
 
 use crate::{
+    block_geometry::BlockGeometry,
     dm_errno::{EINVAL, ENODATA, ENOMEM, EOPNOTSUPP},
     dm_pool_mode::PoolMode,
     dm_status::{write_thin_status, ThinStatus},
@@ -26,6 +27,7 @@ use crate::{
         dm::{Args, CtrError, DmDev, MapResult, StatusKind, TargetCtx, TargetOps},
     },
     pool::{lookup, to_bytes, SharedPool},
+    thin_io::{ThinIo, ThinIoConfig},
 };
 
 /// One thin volume.
@@ -33,6 +35,7 @@ pub(crate) struct Thin {
     pool_dev: DmDev,
     pool: SharedPool,
     table: ThinTableLine,
+    io: Arc<ThinIo>,
 }
 
 impl TargetOps for Thin {
@@ -65,7 +68,8 @@ impl TargetOps for Thin {
             .ok_or(CtrError::new(EINVAL, glue_errors::POOL_MD))?;
         let pool = lookup(md.key()).ok_or(CtrError::new(EINVAL, glue_errors::POOL_OBJECT))?;
         drop(md);
-        {
+        let oom = CtrError::new(ENOMEM, glue_errors::OUT_OF_MEMORY);
+        let io = {
             let mut st = pool.lock();
             if st.mode() == PoolMode::Fail {
                 return Err(CtrError::new(EINVAL, glue_errors::POOL_FAIL));
@@ -78,9 +82,27 @@ impl TargetOps for Thin {
             if st.suspended() {
                 return Err(CtrError::new(EINVAL, glue_errors::POOL_SUSPENDED));
             }
-            st.open_thin(parsed.dev_id)
-                .map_err(|_| CtrError::new(ENOMEM, glue_errors::OUT_OF_MEMORY))?;
-        }
+            let block_sectors = st.metadata().data_block_size();
+            let geometry = BlockGeometry::new(block_sectors)
+                .ok_or(CtrError::new(EINVAL, glue_errors::OPEN_THIN))?;
+            let features = st.features();
+            ti.set_max_io_len(block_sectors)
+                .map_err(|e| CtrError::new(-e.to_errno(), glue_errors::OPEN_THIN))?;
+            if features.discard_enabled {
+                ti.enable_discards();
+            }
+            let cfg = ThinIoConfig {
+                dev_id: parsed.dev_id,
+                pool_bdev: pool_dev.handle().ok_or(oom)?,
+                geometry,
+                zero_new_blocks: features.zero_new_blocks,
+                discard_passdown: features.discard_passdown,
+                nr_vblocks: geometry.block_of(ti.len()).saturating_add(1),
+            };
+            let io = ThinIo::new(pool.clone(), cfg).map_err(|_| oom)?;
+            st.open_thin(io.clone()).map_err(|_| oom)?;
+            io
+        };
         ti.set_num_flush_bios(1);
         let table = ThinTableLine {
             pool_dev: pool_dev.devnum(),
@@ -91,12 +113,12 @@ impl TargetOps for Thin {
             pool_dev,
             pool,
             table,
+            io,
         })
     }
 
-    fn map(&self, bio: &mut Bio<'_>) -> MapResult {
-        bio.set_dev(&self.pool_dev);
-        MapResult::Remapped
+    fn map(&self, bio: Bio<'_>) -> MapResult {
+        self.io.map(bio)
     }
 
     fn status(&self, kind: StatusKind, _noflush: bool, out: &mut StatusBuf<'_>) -> fmt::Result {
@@ -130,6 +152,9 @@ impl TargetOps for Thin {
 
 impl Drop for Thin {
     fn drop(&mut self) {
-        self.pool.lock().close_thin(self.table.dev_id);
+        // No bio is in flight (dm calls dtr only then), but a worker may
+        // still be finishing its loop; the pool device goes right after.
+        self.io.quiesce();
+        self.pool.lock().close_thin(&self.io);
     }
 }

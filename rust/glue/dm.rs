@@ -28,6 +28,10 @@ use crate::dm_status_buf::{DevNum, StatusBuf};
 pub(crate) enum MapResult {
     /// The bio was remapped; dm submits it to its new device.
     Remapped,
+    /// The target kept the bio ([`Bio::defer`]) and will finish it.
+    Submitted,
+    /// dm completes the bio with an I/O error.
+    Kill,
 }
 
 impl MapResult {
@@ -35,6 +39,8 @@ impl MapResult {
         match self {
             // The DM_MAPIO_* values are small positive constants.
             Self::Remapped => dm::DM_MAPIO_REMAPPED as c_int,
+            Self::Submitted => dm::DM_MAPIO_SUBMITTED as c_int,
+            Self::Kill => dm::DM_MAPIO_KILL as c_int,
         }
     }
 }
@@ -153,6 +159,11 @@ impl DmDev {
         DevNum::new(dev >> 20, dev & 0xf_ffff)
     }
 
+    /// A handle for workers (see [`BdevHandle`]).
+    pub(crate) fn handle(&self) -> Option<BdevHandle> {
+        NonNull::new(self.bdev()).map(BdevHandle)
+    }
+
     /// The raw `dev_t`, for comparing devices.
     pub(crate) fn dev_t(&self) -> u32 {
         // SAFETY: as in `devnum`.
@@ -178,6 +189,34 @@ impl Drop for DmDev {
         // SAFETY: `dev` was obtained from `dm_get_device` on this `ti`, which
         // outlives the target's private data, and is released only here.
         unsafe { dm::dm_put_device(self.ti.as_ptr(), self.dev.as_ptr()) };
+    }
+}
+
+/// A block device a target holds open through a [`DmDev`], by pointer, for
+/// code that runs while the target exists but cannot borrow the `DmDev`
+/// (workers). Whoever keeps a handle must stop using it before the `DmDev`
+/// goes (the thin target flushes its workers in its destructor).
+#[derive(Clone, Copy)]
+pub(crate) struct BdevHandle(NonNull<bindings::block_device>);
+
+// SAFETY: a block device may be used from any context while it is open.
+unsafe impl Send for BdevHandle {}
+// SAFETY: as above.
+unsafe impl Sync for BdevHandle {}
+
+impl BdevHandle {
+    /// The raw pointer, for dm-kcopyd regions and bios.
+    pub(crate) fn raw(self) -> *mut bindings::block_device {
+        self.0.as_ptr()
+    }
+
+    /// Discards `count` sectors at `sector` (sleeps until done).
+    pub(crate) fn discard(self, sector: u64, count: u64) -> Result {
+        // SAFETY: the device is open (type doc); the call sleeps, which the
+        // workers calling it may.
+        to_result(unsafe {
+            bindings::blkdev_issue_discard(self.raw(), sector, count, dm::RTHIN_GFP_NOIO)
+        })
     }
 }
 
@@ -230,6 +269,22 @@ impl TargetCtx<'_> {
         // SAFETY: ctr has exclusive use of `ti`.
         unsafe { self.ti.as_mut().num_flush_bios = n };
     }
+
+    /// Splits bios so that none crosses a `sectors` boundary.
+    pub(crate) fn set_max_io_len(&mut self, sectors: u32) -> Result {
+        // SAFETY: ctr has exclusive use of `ti`.
+        to_result(unsafe { dm::dm_set_target_max_io_len(self.ti.as_ptr(), sectors.into()) })
+    }
+
+    /// Accepts discards whatever the device below supports, one bio per
+    /// discard, split on block boundaries only.
+    pub(crate) fn enable_discards(&mut self) {
+        // SAFETY: ctr has exclusive use of `ti`.
+        let ti = unsafe { self.ti.as_mut() };
+        ti.num_discard_bios = 1;
+        ti.set_discards_supported(true);
+        ti.set_max_discard_granularity(true);
+    }
 }
 
 /// The words of a table line, as dm split them.
@@ -273,8 +328,9 @@ pub(crate) trait TargetOps: Sized + Send + Sync + 'static {
 
     /// Builds the target from its table line.
     fn ctr(ti: &mut TargetCtx<'_>, args: &Args<'_>) -> Result<Self, CtrError>;
-    /// Routes one bio; must not sleep.
-    fn map(&self, bio: &mut Bio<'_>) -> MapResult;
+    /// Routes one bio; must not sleep. A target that keeps the bio
+    /// ([`Bio::defer`]) returns [`MapResult::Submitted`].
+    fn map(&self, bio: Bio<'_>) -> MapResult;
     /// Writes the status or table line; `noflush` is set for
     /// `dmsetup status --noflush`.
     fn status(&self, kind: StatusKind, noflush: bool, out: &mut StatusBuf<'_>) -> fmt::Result;
@@ -455,8 +511,8 @@ unsafe extern "C" fn map_trampoline<T: TargetOps>(
     };
     // SAFETY: map only runs between ctr and dtr; dm lends us the bio
     // exclusively until we return.
-    let (target, mut bio) = unsafe { (private::<T>(ti), Bio::from_raw(raw)) };
-    target.map(&mut bio).to_c()
+    let (target, bio) = unsafe { (private::<T>(ti), Bio::from_raw(raw)) };
+    target.map(bio).to_c()
 }
 
 /// dm's `status` callback for `T`.

@@ -6,5 +6,7 @@
 pub(crate) mod bindings;
 pub(crate) mod bio;
 pub(crate) mod bufio;
+pub(crate) mod deferred;
 pub(crate) mod dm;
+pub(crate) mod kcopyd;
 pub(crate) mod registry;

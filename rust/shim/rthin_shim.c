@@ -19,3 +19,27 @@ unsigned int rthin_bdev_max_discard_sectors(struct block_device *bdev)
 {
 	return bdev_max_discard_sectors(bdev);
 }
+
+void rthin_init_work(struct work_struct *work, work_func_t func)
+{
+	INIT_WORK(work, func);
+}
+
+/*
+ * WQ_MEM_RECLAIM: the deferred bio path must make progress under reclaim.
+ * WQ_PERCPU: each CPU's deferred list is drained on that CPU.
+ */
+struct workqueue_struct *rthin_alloc_io_workqueue(const char *name)
+{
+	return alloc_workqueue("%s", WQ_MEM_RECLAIM | WQ_PERCPU, 0, name);
+}
+
+unsigned int rthin_memalloc_noio_save(void)
+{
+	return memalloc_noio_save();
+}
+
+void rthin_memalloc_noio_restore(unsigned int flags)
+{
+	memalloc_noio_restore(flags);
+}

@@ -32,17 +32,18 @@ impl BlockGeometry {
 
     /// The block holding `sector`.
     pub fn block_of(&self, sector: u64) -> u64 {
+        // Checked forms: no panic path (sectors is never 0, shift < 32).
         match self.shift {
-            Some(s) => sector >> s,
-            None => sector / self.sectors,
+            Some(s) => sector.wrapping_shr(s),
+            None => sector.checked_div(self.sectors).unwrap_or(0),
         }
     }
 
     /// The offset of `sector` inside its block.
     pub fn offset_in_block(&self, sector: u64) -> u64 {
         match self.shift {
-            Some(s) => sector & ((1 << s) - 1),
-            None => sector % self.sectors,
+            Some(_) => sector & self.sectors.wrapping_sub(1),
+            None => sector.checked_rem(self.sectors).unwrap_or(0),
         }
     }
 

@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Per-CPU deferred bio lists and the workers that drain them.
+//!
+//! A map call that cannot finish a bio by itself pushes it on the list of the
+//! CPU it runs on and queues that CPU's work item on the pool's workqueue
+//! (`WQ_MEM_RECLAIM`, bound per CPU). Each list has its own spinlock, held for
+//! a push or for swapping the whole list out, so CPUs never contend with each
+//! other on the map path; the work item runs on the same CPU, drains what
+//! accumulated and processes it in a `memalloc_noio` scope (allocations in
+//! the worker must not recurse into block I/O).
+
+use core::{
+    marker::PhantomPinned,
+    ptr::{self, NonNull},
+    sync::atomic::{AtomicPtr, Ordering},
+};
+use kernel::{bindings, cpu, new_spinlock, prelude::*, sync::SpinLock, types::Opaque};
+
+use super::{
+    bindings as dm,
+    bio::{BioList, OwnedBio},
+};
+
+/// A workqueue for the I/O path (`WQ_MEM_RECLAIM`), destroyed on drop.
+pub(crate) struct IoQueue(NonNull<bindings::workqueue_struct>);
+
+// SAFETY: workqueues are used from any context; the kernel locks internally.
+unsafe impl Send for IoQueue {}
+// SAFETY: as above.
+unsafe impl Sync for IoQueue {}
+
+impl IoQueue {
+    /// Allocates a workqueue named `name`.
+    pub(crate) fn new(name: &CStr) -> Result<Self> {
+        // SAFETY: `name` is NUL-terminated; the shim returns a queue or NULL.
+        NonNull::new(unsafe { dm::rthin_alloc_io_workqueue(name.as_char_ptr()) })
+            .map(Self)
+            .ok_or(ENOMEM)
+    }
+}
+
+impl Drop for IoQueue {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new`; destroy drains queued work first. Work
+        // items of this queue live in objects that outlive it (they hold a
+        // reference on the pool that owns the queue).
+        unsafe { bindings::destroy_workqueue(self.0.as_ptr()) };
+    }
+}
+
+/// The owner of a set of per-CPU lists: what the worker calls.
+pub(crate) trait Drain: Send + Sync + 'static {
+    /// Processes a batch of deferred bios (in a worker, may sleep).
+    fn drain(&self, bios: BioList);
+}
+
+/// One CPU's list and work item.
+#[repr(C)]
+#[pin_data]
+pub(crate) struct CpuSlot<T: Drain> {
+    #[pin]
+    work: Opaque<bindings::work_struct>,
+    #[pin]
+    bios: SpinLock<BioList>,
+    cpu: u32,
+    owner: AtomicPtr<T>,
+    #[pin]
+    _pin: PhantomPinned,
+}
+
+// SAFETY: the work item is only touched through the workqueue API, the list
+// under its lock; `owner` is an atomic pointer to a `Sync` owner.
+unsafe impl<T: Drain> Send for CpuSlot<T> {}
+// SAFETY: as above.
+unsafe impl<T: Drain> Sync for CpuSlot<T> {}
+
+/// The work function of every slot.
+///
+/// # Safety
+/// Called by the workqueue with the `work` field of a live `CpuSlot<T>` whose
+/// owner was set ([`CpuQueues::new`]'s contract keeps both alive while work is
+/// queued).
+unsafe extern "C" fn run<T: Drain>(work: *mut bindings::work_struct) {
+    let offset = core::mem::offset_of!(CpuSlot<T>, work);
+    // SAFETY: `work` is the `work` field of a `CpuSlot<T>` (only `CpuQueues`
+    // initialises these work items), so stepping back gives the slot.
+    let slot = unsafe { &*work.cast::<u8>().sub(offset).cast::<CpuSlot<T>>() };
+    let owner = slot.owner.load(Ordering::Acquire);
+    if owner.is_null() {
+        return;
+    }
+    // SAFETY: the owner outlives its queues' work (`CpuQueues::flush`).
+    let owner = unsafe { &*owner };
+    // SAFETY: paired with the restore below, on this task.
+    let noio = unsafe { dm::rthin_memalloc_noio_save() };
+    loop {
+        let batch = core::mem::take(&mut *slot.bios.lock());
+        if batch.is_empty() {
+            break;
+        }
+        owner.drain(batch);
+    }
+    // SAFETY: restores what `rthin_memalloc_noio_save` returned above.
+    unsafe { dm::rthin_memalloc_noio_restore(noio) };
+}
+
+/// Per-CPU deferred lists of one owner `T`.
+pub(crate) struct CpuQueues<T: Drain> {
+    slots: Pin<KBox<[CpuSlot<T>]>>,
+}
+
+impl<T: Drain> CpuQueues<T> {
+    /// One slot per possible CPU id. The owner must be set with
+    /// [`Self::set_owner`] before the first push, and must call
+    /// [`Self::flush`] before it goes away.
+    pub(crate) fn new() -> Result<Self> {
+        let n = cpu::nr_cpu_ids() as usize;
+        let slots = KBox::pin_slice(
+            |i| {
+                pin_init!(CpuSlot {
+                    // SAFETY: INIT_WORK on the slot's own, pinned work item.
+                    work <- Opaque::ffi_init(|w| unsafe { dm::rthin_init_work(w, Some(run::<T>)) }),
+                    bios <- new_spinlock!(BioList::new(), "rthin_deferred"),
+                    cpu: i as u32,
+                    owner: AtomicPtr::new(ptr::null_mut()),
+                    _pin: PhantomPinned,
+                }? Error)
+            },
+            n.max(1),
+            GFP_KERNEL,
+        )?;
+        Ok(Self { slots })
+    }
+
+    /// Tells the workers whom to call. `owner` must stay at this address
+    /// until [`Self::flush`] has returned for the last time.
+    pub(crate) fn set_owner(&self, owner: &T) {
+        for slot in self.slots.iter() {
+            slot.owner
+                .store(ptr::from_ref(owner).cast_mut(), Ordering::Release);
+        }
+    }
+
+    fn slot_here(&self) -> Option<&CpuSlot<T>> {
+        let here = cpu::CpuId::current().as_u32() as usize;
+        self.slots
+            .get(here.checked_rem(self.slots.len()).unwrap_or(0))
+    }
+
+    fn kick(&self, wq: &IoQueue, slot: &CpuSlot<T>) {
+        // SAFETY: the queue and the slot's initialised work item are live;
+        // queueing an already pending item is a no-op.
+        unsafe { bindings::queue_work_on(slot.cpu as i32, wq.0.as_ptr(), slot.work.get()) };
+    }
+
+    /// Defers a bio on the current CPU's list and wakes that CPU's worker.
+    pub(crate) fn push(&self, wq: &IoQueue, bio: OwnedBio) {
+        let Some(slot) = self.slot_here() else {
+            // Unreachable: the slice has at least one slot.
+            bio.complete(Some(crate::dm_pool_mode::IoError::Io));
+            return;
+        };
+        slot.bios.lock().push(bio);
+        self.kick(wq, slot);
+    }
+
+    /// Defers a whole list on the current CPU.
+    pub(crate) fn push_list(&self, wq: &IoQueue, bios: &mut BioList) {
+        if bios.is_empty() {
+            return;
+        }
+        if let Some(slot) = self.slot_here() {
+            slot.bios.lock().append(bios);
+            self.kick(wq, slot);
+        }
+    }
+
+    /// Waits until no worker runs or is queued for these lists.
+    pub(crate) fn flush(&self) {
+        for slot in self.slots.iter() {
+            // SAFETY: the work item is initialised and live.
+            unsafe { bindings::flush_work(slot.work.get()) };
+        }
+    }
+}

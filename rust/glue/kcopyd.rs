@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: GPL-2.0
+//! dm-kcopyd, for zeroing new data blocks and copying shared ones.
+//!
+//! The calls wait for their copy to finish: they run in a pool worker, which
+//! may sleep, and the worker cannot insert the new mapping before the data is
+//! in place anyway. Other workers (one per CPU) keep serving other bios
+//! meanwhile.
+
+use core::{
+    ffi::{c_int, c_void},
+    ptr::NonNull,
+    sync::atomic::{AtomicBool, Ordering},
+};
+use kernel::{bindings, error::from_err_ptr, ffi::c_ulong, prelude::*, sync::Completion};
+
+use super::bindings as dm;
+
+/// A kcopyd client; destroyed on drop.
+pub(crate) struct Kcopyd(NonNull<dm::dm_kcopyd_client>);
+
+// SAFETY: a kcopyd client may be used from any thread; it has its own locks.
+unsafe impl Send for Kcopyd {}
+// SAFETY: as above.
+unsafe impl Sync for Kcopyd {}
+
+/// The completion a kcopyd callback signals, on the waiter's stack.
+#[pin_data]
+struct Wait {
+    #[pin]
+    done: Completion,
+    failed: AtomicBool,
+}
+
+/// kcopyd's notify callback.
+///
+/// # Safety
+/// `context` is the `Wait` passed to kcopyd, alive until `done` completes.
+unsafe extern "C" fn notify(read_err: c_int, write_err: c_ulong, context: *mut c_void) {
+    // SAFETY: per the contract; the waiter cannot return (and free `Wait`)
+    // before `complete_all` releases the completion's lock.
+    let wait = unsafe { &*context.cast::<Wait>() };
+    if read_err != 0 || write_err != 0 {
+        wait.failed.store(true, Ordering::Relaxed);
+    }
+    wait.done.complete_all();
+}
+
+/// A copy or zeroing failed (the device returned an error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CopyFailed;
+
+impl Kcopyd {
+    /// Creates a client (unthrottled).
+    pub(crate) fn new() -> Result<Self> {
+        // SAFETY: a null throttle is allowed; the call returns a client or
+        // an ERR_PTR.
+        let raw = from_err_ptr(unsafe { dm::dm_kcopyd_client_create(core::ptr::null_mut()) })?;
+        NonNull::new(raw).map(Self).ok_or(ENOMEM)
+    }
+
+    fn region(bdev: *mut bindings::block_device, sector: u64, count: u64) -> dm::dm_io_region {
+        dm::dm_io_region {
+            bdev,
+            sector,
+            count,
+        }
+    }
+
+    /// Writes zeroes to `count` sectors at `sector` of `bdev`.
+    pub(crate) fn zero(
+        &self,
+        bdev: *mut bindings::block_device,
+        sector: u64,
+        count: u64,
+    ) -> Result<(), CopyFailed> {
+        let mut dest = Self::region(bdev, sector, count);
+        self.wait_for(|ctx| {
+            // SAFETY: the client is live; `dest` outlives the call (kcopyd
+            // copies regions into its job); `ctx` stays valid until notify.
+            unsafe { dm::dm_kcopyd_zero(self.0.as_ptr(), 1, &mut dest, 0, Some(notify), ctx) }
+        })
+    }
+
+    /// Copies `count` sectors of `bdev` from `from` to `to`.
+    pub(crate) fn copy(
+        &self,
+        bdev: *mut bindings::block_device,
+        from: u64,
+        to: u64,
+        count: u64,
+    ) -> Result<(), CopyFailed> {
+        let mut src = Self::region(bdev, from, count);
+        let mut dest = Self::region(bdev, to, count);
+        self.wait_for(|ctx| {
+            // SAFETY: as in `zero`.
+            unsafe {
+                dm::dm_kcopyd_copy(
+                    self.0.as_ptr(),
+                    &mut src,
+                    1,
+                    &mut dest,
+                    0,
+                    Some(notify),
+                    ctx,
+                )
+            }
+        })
+    }
+
+    /// Starts a job with a `Wait` as its context and sleeps until it ends.
+    fn wait_for(&self, start: impl FnOnce(*mut c_void)) -> Result<(), CopyFailed> {
+        pin_init::stack_pin_init!(let wait = pin_init!(Wait {
+            done <- Completion::new(),
+            failed: AtomicBool::new(false),
+        }));
+        let ctx = core::ptr::from_ref::<Wait>(&wait)
+            .cast_mut()
+            .cast::<c_void>();
+        start(ctx);
+        wait.done.wait_for_completion();
+        if wait.failed.load(Ordering::Relaxed) {
+            Err(CopyFailed)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Drop for Kcopyd {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`; no job is outstanding because every call
+        // waits for its job.
+        unsafe { dm::dm_kcopyd_client_destroy(self.0.as_ptr()) };
+    }
+}

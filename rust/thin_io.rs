@@ -1,0 +1,468 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The I/O path of one thin target.
+//!
+//! **Map call (fast path).** A read, or a write to an unshared block, whose
+//! mapping is in the thin's mapping cache is remapped right in the map call:
+//! one `rcu_read_lock`, one atomic load, no pool lock, no sleeping, no worker
+//! hop. Shared blocks are remapped there too for reads. Everything else —
+//! cache misses, unprovisioned or shared blocks written, discards, flushes
+//! while metadata is dirty, writes with PREFLUSH/FUA while metadata is dirty
+//! — goes to the per-CPU deferred list of the CPU it arrived on.
+//!
+//! **Workers.** A worker looks the block up in the metadata B-tree under the
+//! pool lock (it may sleep on dm-bufio), lets the pool's mode state machine
+//! decide what the bio needs (`dm_pool_mode::decide_bio`), and publishes the
+//! answer to the cache so later bios take the fast path. Provisioning and
+//! breaking sharing allocate a data block and hold a *cell* on the virtual
+//! block (later bios to it park on the cell), then zero or copy the new block
+//! with kcopyd *outside* the pool lock, so other workers keep going, and only
+//! then insert the mapping: no mapping ever points at a block that does not
+//! yet hold the right data. Commits wait for those in-flight provisions
+//! (`PoolObj::lock_settled`), so a commit never records a block allocated but
+//! not yet mapped.
+//!
+//! **Invalidation.** Only workers and message handlers holding the pool lock
+//! write the cache. A snapshot of the device, a discard or a metadata abort
+//! drops the affected entries and then waits for an RCU grace period, after
+//! which no map call can still be using a dropped entry.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+use kernel::{
+    new_spinlock,
+    prelude::*,
+    sync::{rcu, Arc, MutexGuard, SpinLock},
+};
+
+use crate::{
+    block_geometry::BlockGeometry,
+    dm_pool_mode::{
+        BioAction, BioDir, DiscardAction, IoError, Lookup, PreparedMappingAction, WorkItem,
+    },
+    glue::{
+        bio::{Bio, BioKind, BioList, OwnedBio},
+        deferred::{CpuQueues, Drain},
+        dm::{BdevHandle, MapResult},
+    },
+    mapping_cache::{slots_for, CachedMapping, MappingCache},
+    pool::{PoolState, SharedPool},
+};
+
+/// Counters of one thin target, for the extra status fields.
+#[derive(Default)]
+pub(crate) struct ThinCounters {
+    /// Bios remapped in the map call.
+    pub(crate) fast_remaps: AtomicU64,
+    /// Bios deferred to a worker.
+    pub(crate) deferred: AtomicU64,
+    /// Blocks provisioned (zeroed or written whole).
+    pub(crate) provisioned: AtomicU64,
+    /// Shared blocks copied before a write.
+    pub(crate) sharing_broken: AtomicU64,
+}
+
+/// The I/O state of one thin target.
+#[pin_data]
+pub(crate) struct ThinIo {
+    /// The thin device id.
+    pub(crate) dev_id: u32,
+    pool: SharedPool,
+    /// The pool device, where remapped bios go (valid while the target lives:
+    /// the target flushes its workers before releasing the device).
+    pool_bdev: BdevHandle,
+    geometry: BlockGeometry,
+    zero_new_blocks: bool,
+    discard_passdown: bool,
+    slots: KVVec<AtomicU64>,
+    queues: CpuQueues<ThinIo>,
+    /// Bios waiting for data space (out-of-data-space, queue policy).
+    #[pin]
+    held: SpinLock<BioList>,
+    pub(crate) counters: ThinCounters,
+}
+
+/// What the pool tells a new thin about its configuration.
+pub(crate) struct ThinIoConfig {
+    pub(crate) dev_id: u32,
+    pub(crate) pool_bdev: BdevHandle,
+    pub(crate) geometry: BlockGeometry,
+    pub(crate) zero_new_blocks: bool,
+    pub(crate) discard_passdown: bool,
+    pub(crate) nr_vblocks: u64,
+}
+
+impl ThinIo {
+    /// Creates the I/O state; the caller registers it with the pool.
+    pub(crate) fn new(pool: SharedPool, cfg: ThinIoConfig) -> Result<Arc<Self>> {
+        let nr_slots = slots_for(cfg.nr_vblocks);
+        let mut slots = KVVec::with_capacity(nr_slots, GFP_KERNEL)?;
+        for _ in 0..nr_slots {
+            // Cannot fail: the capacity covers every slot.
+            let _ = slots.push_within_capacity(AtomicU64::new(0));
+        }
+        let queues = CpuQueues::new()?;
+        let io = Arc::pin_init(
+            pin_init!(ThinIo {
+                dev_id: cfg.dev_id,
+                pool,
+                pool_bdev: cfg.pool_bdev,
+                geometry: cfg.geometry,
+                zero_new_blocks: cfg.zero_new_blocks,
+                discard_passdown: cfg.discard_passdown,
+                slots,
+                queues,
+                held <- new_spinlock!(BioList::new(), "rthin_held"),
+                counters: ThinCounters::default(),
+            }),
+            GFP_KERNEL,
+        )?;
+        io.queues.set_owner(&io);
+        Ok(io)
+    }
+
+    fn cache(&self) -> Option<MappingCache<'_>> {
+        MappingCache::new(&self.slots)
+    }
+
+    fn dev(&self) -> u64 {
+        u64::from(self.dev_id)
+    }
+
+    /// Forgets every cached mapping (the device was snapshotted, or the
+    /// metadata rolled back). The caller holds the pool lock and waits for a
+    /// grace period ([`rcu::synchronize_rcu`]) before relying on it.
+    pub(crate) fn forget_all(&self) {
+        if let Some(c) = self.cache() {
+            c.clear();
+        }
+    }
+
+    /// Waits until no worker of this thin runs (the target is going away).
+    pub(crate) fn quiesce(&self) {
+        self.queues.flush();
+    }
+
+    /// Hands the bios held for data space back to the workers.
+    pub(crate) fn requeue_held(&self) {
+        let mut held = core::mem::take(&mut *self.held.lock());
+        self.queues.push_list(&self.pool.wq, &mut held);
+    }
+
+    /// Completes the bios held for data space with `error`.
+    pub(crate) fn error_held(&self, error: IoError) {
+        let mut held = core::mem::take(&mut *self.held.lock());
+        while let Some(bio) = held.pop() {
+            bio.complete(Some(error));
+        }
+    }
+
+    /// The map call: remaps `bio` itself or defers it to a worker.
+    pub(crate) fn map(&self, mut bio: Bio<'_>) -> MapResult {
+        if self.pool.flags.fails_io() {
+            return MapResult::Kill;
+        }
+        match bio.kind() {
+            BioKind::Read | BioKind::Write => {
+                if !(bio.wants_durability() && self.pool.flags.dirty()) && self.try_fast(&mut bio) {
+                    self.counters.fast_remaps.fetch_add(1, Ordering::Relaxed);
+                    return MapResult::Remapped;
+                }
+            }
+            BioKind::EmptyFlush if !self.pool.flags.dirty() => {
+                bio.set_bdev(self.pool_bdev);
+                return MapResult::Remapped;
+            }
+            BioKind::EmptyFlush | BioKind::Discard => {}
+            BioKind::Other => return MapResult::Kill,
+        }
+        self.counters.deferred.fetch_add(1, Ordering::Relaxed);
+        self.queues.push(&self.pool.wq, bio.defer());
+        MapResult::Submitted
+    }
+
+    /// The lock-free lookup: remaps `bio` if its block is cached and the
+    /// cached answer allows this bio.
+    fn try_fast(&self, bio: &mut Bio<'_>) -> bool {
+        let sector = bio.sector();
+        let vblock = self.geometry.block_of(sector);
+        let write = bio.kind() == BioKind::Write;
+        let guard = rcu::read_lock();
+        let hit = self.cache().and_then(|c| c.get(vblock));
+        drop(guard);
+        match hit {
+            Some(m) if !(write && m.shared) => match self.geometry.remap(m.data_block, sector) {
+                Some(to) => {
+                    bio.remap_bdev(self.pool_bdev, to);
+                    true
+                }
+                None => false,
+            },
+            _ => false,
+        }
+    }
+
+    fn remap_and_submit(&self, mut bio: OwnedBio, data_block: u64) {
+        let sector = bio.view().sector();
+        match self.geometry.remap(data_block, sector) {
+            Some(to) => {
+                bio.view().remap_bdev(self.pool_bdev, to);
+                bio.submit();
+            }
+            None => bio.complete(Some(IoError::Io)),
+        }
+    }
+
+    /// Commits if the bio asks for durability and metadata is dirty;
+    /// returns false (having completed the bio with an error) on failure.
+    fn commit_for(&self, bio: &mut Option<OwnedBio>) -> bool {
+        let wants = bio
+            .as_mut()
+            .is_some_and(|b| b.view().wants_durability() || b.view().kind() == BioKind::EmptyFlush);
+        if !wants || !self.pool.flags.dirty() {
+            return true;
+        }
+        let ok = self.pool.lock_settled().commit().is_ok();
+        if !ok {
+            if let Some(b) = bio.take() {
+                b.complete(Some(IoError::Io));
+            }
+        }
+        ok
+    }
+
+    fn process(&self, mut bio: OwnedBio) {
+        match bio.view().kind() {
+            BioKind::Read => self.process_rw(bio, BioDir::Read),
+            BioKind::Write => self.process_rw(bio, BioDir::Write),
+            BioKind::EmptyFlush => {
+                let mut slot = Some(bio);
+                if self.commit_for(&mut slot) {
+                    if let Some(mut b) = slot {
+                        b.view().set_bdev(self.pool_bdev);
+                        b.submit();
+                    }
+                }
+            }
+            BioKind::Discard => self.process_discard(bio),
+            BioKind::Other => bio.complete(Some(IoError::Io)),
+        }
+    }
+
+    fn process_rw(&self, bio: OwnedBio, dir: BioDir) {
+        let mut bio = bio;
+        let sector = bio.view().sector();
+        let vblock = self.geometry.block_of(sector);
+        let mut st = self.pool.lock_unblocked();
+        let mut bio = match st.try_park(self.dev_id, vblock, bio) {
+            Ok(()) => return,
+            Err(bio) => bio,
+        };
+        let found = match st.metadata().lookup(self.dev(), vblock) {
+            Ok(found) => found,
+            Err(_) => {
+                drop(st);
+                bio.complete(Some(IoError::Io));
+                return;
+            }
+        };
+        let lookup = match found {
+            None => Lookup::Unmapped,
+            Some(r) => Lookup::Mapped { shared: r.shared },
+        };
+        match st.mode_state().decide_bio(WorkItem::Cell, dir, lookup) {
+            BioAction::Remap => {
+                let Some(r) = found else {
+                    // An empty write to a hole; never reached for Read/Write.
+                    drop(st);
+                    bio.complete(None);
+                    return;
+                };
+                let data_block = r.mapping.data_block;
+                if let Some(c) = self.cache() {
+                    c.publish(
+                        vblock,
+                        CachedMapping {
+                            data_block,
+                            shared: r.shared,
+                        },
+                    );
+                }
+                drop(st);
+                let mut slot = Some(bio);
+                if self.commit_for(&mut slot) {
+                    if let Some(b) = slot {
+                        self.remap_and_submit(b, data_block);
+                    }
+                }
+            }
+            BioAction::ReadHole => {
+                drop(st);
+                bio.zero_fill();
+                bio.complete(None);
+            }
+            BioAction::Provision | BioAction::BreakSharing => {
+                let old = found.map(|r| r.mapping.data_block);
+                self.provision(st, bio, vblock, old);
+            }
+            BioAction::Queue => {
+                drop(st);
+                self.held.lock().push(bio);
+            }
+            BioAction::Error(e) => {
+                drop(st);
+                bio.complete(Some(e));
+            }
+        }
+    }
+
+    /// Allocates a block for `vblock`, fills it (zeroes, or a copy of `old`),
+    /// maps it, then issues `bio` and the bios that parked meanwhile.
+    fn provision(
+        &self,
+        mut st: MutexGuard<'_, PoolState>,
+        bio: OwnedBio,
+        vblock: u64,
+        old: Option<u64>,
+    ) {
+        let data_block = match st.alloc_data_block() {
+            Ok(b) => b,
+            Err(action) => {
+                drop(st);
+                match action {
+                    BioAction::Queue => self.held.lock().push(bio),
+                    BioAction::Error(e) => bio.complete(Some(e)),
+                    _ => bio.complete(Some(IoError::Io)),
+                }
+                return;
+            }
+        };
+        let Ok(epoch) = st.open_cell(self.dev_id, vblock) else {
+            st.release_data_block(data_block);
+            drop(st);
+            bio.complete(Some(IoError::Io));
+            return;
+        };
+        drop(st);
+
+        let bs = self.geometry.sectors();
+        let to = self.geometry.block_start(data_block).unwrap_or(0);
+        // A bio that overwrites the whole block still gets its block zeroed
+        // (or copied): the mapping must not point at stale data before the
+        // bio's own write has completed, and rthin does not yet hook bio
+        // completion to delay the insert until then.
+        let filled = match old {
+            Some(from_block) => {
+                let from = self.geometry.block_start(from_block).unwrap_or(0);
+                self.pool.kcopyd.copy(self.pool_bdev.raw(), from, to, bs)
+            }
+            None if self.zero_new_blocks => self.pool.kcopyd.zero(self.pool_bdev.raw(), to, bs),
+            None => Ok(()),
+        };
+
+        let mut st = self.pool.lock();
+        let mut parked = st.close_cell(self.dev_id, vblock);
+        let outcome = if filled.is_err() {
+            st.release_data_block(data_block);
+            Err(IoError::Io)
+        } else if st.epoch() != epoch {
+            // The metadata rolled back meanwhile: the block is no longer ours.
+            Err(st.mode_state().pool_io_error())
+        } else {
+            match st.mode_state().decide_prepared_mapping() {
+                PreparedMappingAction::Insert => st.insert_mapping(self.dev_id, vblock, data_block),
+                PreparedMappingAction::Error(e) => {
+                    st.release_data_block(data_block);
+                    Err(e)
+                }
+            }
+        };
+        if outcome.is_ok() {
+            if let Some(c) = self.cache() {
+                c.publish(
+                    vblock,
+                    CachedMapping {
+                        data_block,
+                        shared: false,
+                    },
+                );
+            }
+            let counter = match old {
+                Some(_) => &self.counters.sharing_broken,
+                None => &self.counters.provisioned,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        self.pool.provision_done(st);
+        self.queues.push_list(&self.pool.wq, &mut parked);
+        match outcome {
+            Ok(()) => {
+                let mut slot = Some(bio);
+                if self.commit_for(&mut slot) {
+                    if let Some(b) = slot {
+                        self.remap_and_submit(b, data_block);
+                    }
+                }
+            }
+            Err(e) => bio.complete(Some(e)),
+        }
+    }
+
+    fn process_discard(&self, mut bio: OwnedBio) {
+        let (sector, nr_sectors) = {
+            let v = bio.view();
+            (v.sector(), v.nr_sectors())
+        };
+        let (first, end) = self.geometry.whole_blocks(sector, nr_sectors);
+        let mut st = self.pool.lock_unblocked();
+        match st.mode_state().decide_discard(WorkItem::Bio) {
+            DiscardAction::Process => {}
+            DiscardAction::Ignore => {
+                drop(st);
+                bio.complete(None);
+                return;
+            }
+            DiscardAction::Error(e) => {
+                drop(st);
+                bio.complete(Some(e));
+                return;
+            }
+        }
+        let mut passdown: KVec<u64> = KVec::new();
+        let unmapped = st.unmap_range(self, first, end, |data_block| {
+            if self.discard_passdown {
+                // A failed push only loses the passdown of this block.
+                let _ = passdown.push(data_block, GFP_KERNEL);
+            }
+        });
+        drop(st);
+        if unmapped.is_err() {
+            bio.complete(Some(IoError::Io));
+            return;
+        }
+        // No map call may still be remapping to a block unmapped above once
+        // its discard reaches the data device.
+        rcu::synchronize_rcu();
+        let bs = self.geometry.sectors();
+        let mut failed = false;
+        for block in passdown.iter() {
+            if let Some(start) = self.geometry.block_start(*block) {
+                failed |= self.pool_bdev.discard(start, bs).is_err();
+            }
+        }
+        bio.complete(failed.then_some(IoError::Io));
+    }
+
+    /// Forgets the cached mappings of `[first, end)` (caller holds the lock).
+    pub(crate) fn forget_range(&self, first: u64, end: u64) {
+        if let Some(c) = self.cache() {
+            c.invalidate_range(first, end);
+        }
+    }
+}
+
+impl Drain for ThinIo {
+    fn drain(&self, mut bios: BioList) {
+        while let Some(bio) = bios.pop() {
+            self.process(bio);
+        }
+    }
+}
