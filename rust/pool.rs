@@ -25,6 +25,7 @@ use kernel::{
     new_condvar, new_mutex,
     prelude::*,
     sync::{rcu, Arc, CondVar, Mutex, MutexGuard},
+    time::{Instant, Monotonic},
 };
 
 use crate::{
@@ -47,14 +48,21 @@ use crate::{
         dm::{Args, CtrError, DmDev, MapResult, MdKey, StatusKind, TableMd, TargetCtx, TargetOps},
         kcopyd::Kcopyd,
         registry,
+        ticker::{Tick, Ticker},
     },
     thin_io::ThinIo,
     thin_metadata::ThinMetadata,
 };
 
-/// dm-thin's `no_space_timeout` default (seconds). rthin has no timer yet, so
-/// the value only feeds the mode state machine.
-const NO_SPACE_TIMEOUT_SECS: u32 = 60;
+/// How long bios wait for data space before erroring (the `no_space_timeout`
+/// module parameter, as dm-thin's; 0 waits forever).
+fn no_space_timeout_secs() -> u32 {
+    crate::module_parameters::no_space_timeout.value()
+}
+
+/// Period of the pool's waker: commits dirty metadata, as dm-thin's
+/// `COMMIT_PERIOD`, and checks the no-space deadline.
+const WAKER_PERIOD_MS: u32 = 1000;
 
 /// A `Display` made of a closure, for logging the core's `write_log`s.
 struct Show<F: Fn(&mut fmt::Formatter<'_>) -> fmt::Result>(F);
@@ -105,7 +113,7 @@ impl PoolFlags {
 }
 
 /// A pool object shared by the pool's tables and its thin targets.
-#[pin_data]
+#[pin_data(PinnedDrop)]
 pub(crate) struct PoolObj {
     #[pin]
     state: Mutex<PoolState>,
@@ -119,6 +127,27 @@ pub(crate) struct PoolObj {
     pub(crate) kcopyd: Kcopyd,
     /// Lock-free view for the map path.
     pub(crate) flags: Arc<PoolFlags>,
+    /// Periodic commit and no-space deadline.
+    #[pin]
+    waker: Ticker<PoolObj>,
+}
+
+#[pinned_drop]
+impl PinnedDrop for PoolObj {
+    fn drop(self: Pin<&mut Self>) {
+        // Before the queue and the state go.
+        self.waker.stop();
+    }
+}
+
+impl Tick for PoolObj {
+    fn tick(&self) {
+        if self.flags.dirty() {
+            let mut st = self.lock_settled();
+            let _ = st.commit();
+        }
+        self.lock().check_no_space_deadline();
+    }
 }
 
 /// A pool object shared by the pool's tables and its thin targets.
@@ -218,6 +247,8 @@ pub(crate) struct PoolState {
     epoch: u64,
     /// Shared with the map path.
     flags: Arc<PoolFlags>,
+    /// Out of data space and queueing: since when, and for how long.
+    no_space_deadline: Option<(Instant<Monotonic>, u32)>,
 }
 
 impl PoolState {
@@ -233,7 +264,7 @@ impl PoolState {
     }
 
     /// Logs a mode change as dm-thin's `notify_of_pool_mode_change` does.
-    fn report(&self, change: &ModeChange) {
+    fn report(&mut self, change: &ModeChange) {
         if change.write_refused_needs_check {
             pr_err!(
                 "{}: unable to switch pool to write mode until repaired.\n",
@@ -256,6 +287,28 @@ impl PoolState {
                 t.requeue_held();
             }
         }
+        if change.cancel_no_space_timer {
+            self.no_space_deadline = None;
+        }
+        if let Some(secs) = change.arm_no_space_timer {
+            if self.no_space_deadline.is_none() && secs > 0 {
+                self.no_space_deadline = Some((Instant::now(), secs));
+            }
+        }
+    }
+
+    /// dm-thin's no-space timer, checked by the waker: once the pool has
+    /// queued for `no_space_timeout` seconds, queued and new bios error.
+    fn check_no_space_deadline(&mut self) {
+        let Some((since, secs)) = self.no_space_deadline else {
+            return;
+        };
+        if since.elapsed().as_millis() < i64::from(secs) * 1000 {
+            return;
+        }
+        self.no_space_deadline = None;
+        let change = self.mode.no_space_timeout();
+        self.report(&change);
     }
 
     /// Forgets the cached mappings of `dev` (all devices if `None`) and waits
@@ -290,7 +343,7 @@ impl PoolState {
         }
         let change =
             self.mode
-                .metadata_operation_failed(true, needs_check_ok, NO_SPACE_TIMEOUT_SECS);
+                .metadata_operation_failed(true, needs_check_ok, no_space_timeout_secs());
         self.report(&change);
     }
 
@@ -314,7 +367,7 @@ impl PoolState {
             Some(free_meta),
             Some(free_data),
             needs_check,
-            NO_SPACE_TIMEOUT_SECS,
+            no_space_timeout_secs(),
         );
         if PoolModeState::ooms_reason(Some(free_meta)).is_some() && change.changed() {
             pr_warn!("{}: No free metadata blocks\n", self.name());
@@ -418,7 +471,7 @@ impl PoolState {
                 let needs_check = self.md.needs_check();
                 let change = self
                     .mode
-                    .data_space_exhausted(needs_check, NO_SPACE_TIMEOUT_SECS);
+                    .data_space_exhausted(needs_check, no_space_timeout_secs());
                 self.report(&change);
                 Err(self.mode.unserviceable())
             }
@@ -695,6 +748,7 @@ fn find_or_create(
         committers: 0,
         epoch: 0,
         flags: flags.clone(),
+        no_space_deadline: None,
     };
     let wq = IoQueue::new(c"rthin").map_err(|_| alloc)?;
     let kcopyd = Kcopyd::new().map_err(|_| alloc)?;
@@ -705,10 +759,12 @@ fn find_or_create(
             wq,
             kcopyd,
             flags,
+            waker <- Ticker::new(WAKER_PERIOD_MS),
         }),
         GFP_KERNEL,
     )
     .map_err(|_| alloc)?;
+    pool.waker.start(&pool, &pool.wq);
     let entry = PoolEntry {
         md: key,
         metadata_dev: meta_dev,
@@ -884,7 +940,7 @@ impl TargetOps for Pool {
             request,
             self.features.error_if_no_space,
             needs_check,
-            NO_SPACE_TIMEOUT_SECS,
+            no_space_timeout_secs(),
         );
         st.report(&change);
         // maybe_resize_data_dev.

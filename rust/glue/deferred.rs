@@ -39,6 +39,13 @@ impl IoQueue {
     }
 }
 
+impl IoQueue {
+    /// The raw queue, for other glue that queues on it.
+    pub(super) fn raw(&self) -> *mut bindings::workqueue_struct {
+        self.0.as_ptr()
+    }
+}
+
 impl Drop for IoQueue {
     fn drop(&mut self) {
         // SAFETY: allocated in `new`; destroy drains queued work first. Work

@@ -10,3 +10,4 @@ pub(crate) mod deferred;
 pub(crate) mod dm;
 pub(crate) mod kcopyd;
 pub(crate) mod registry;
+pub(crate) mod ticker;

@@ -17,3 +17,4 @@ const blk_opf_t RTHIN_REQ_PREFLUSH = REQ_PREFLUSH;
 const blk_opf_t RTHIN_REQ_FUA = REQ_FUA;
 const blk_opf_t RTHIN_REQ_OP_MASK = REQ_OP_MASK;
 const gfp_t RTHIN_GFP_NOIO = GFP_NOIO;
+const int RTHIN_WORK_CPU_UNBOUND = WORK_CPU_UNBOUND;

@@ -25,6 +25,11 @@ void rthin_init_work(struct work_struct *work, work_func_t func)
 	INIT_WORK(work, func);
 }
 
+void rthin_init_delayed_work(struct delayed_work *work, work_func_t func)
+{
+	INIT_DELAYED_WORK(work, func);
+}
+
 /*
  * WQ_MEM_RECLAIM: the deferred bio path must make progress under reclaim.
  * WQ_PERCPU: each CPU's deferred list is drained on that CPU.
