@@ -91,6 +91,7 @@ impl TargetOps for Thin {
             if features.discard_enabled {
                 ti.enable_discards();
             }
+            ti.reserve_per_bio_data();
             let cfg = ThinIoConfig {
                 dev_id: parsed.dev_id,
                 pool_bdev: pool_dev.handle().ok_or(oom)?,

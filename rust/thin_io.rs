@@ -39,7 +39,7 @@ use crate::{
         BioAction, BioDir, DiscardAction, IoError, Lookup, PreparedMappingAction, WorkItem,
     },
     glue::{
-        bio::{Bio, BioKind, BioList, OwnedBio},
+        bio::{Bio, BioKind, BioList, Overwrite, OwnedBio, Requeue},
         deferred::{CpuQueues, Drain},
         dm::{BdevHandle, MapResult},
     },
@@ -200,48 +200,49 @@ impl ThinIo {
         }
     }
 
-    fn remap_and_submit(&self, mut bio: OwnedBio, data_block: u64) {
+    /// Remaps `bio` into `data_block` on the pool device.
+    fn remap(&self, bio: &mut OwnedBio, data_block: u64) -> Result<(), IoError> {
         let sector = bio.view().sector();
-        match self.geometry.remap(data_block, sector) {
-            Some(to) => {
-                bio.view().remap_bdev(self.pool_bdev, to);
-                bio.submit();
-            }
-            None => bio.complete(Some(IoError::Io)),
-        }
+        let to = self.geometry.remap(data_block, sector).ok_or(IoError::Io)?;
+        bio.view().remap_bdev(self.pool_bdev, to);
+        Ok(())
     }
 
-    /// Commits if the bio asks for durability and metadata is dirty;
-    /// returns false (having completed the bio with an error) on failure.
-    fn commit_for(&self, bio: &mut Option<OwnedBio>) -> bool {
-        let wants = bio
-            .as_mut()
-            .is_some_and(|b| b.view().wants_durability() || b.view().kind() == BioKind::EmptyFlush);
-        if !wants || !self.pool.flags.dirty() {
-            return true;
+    /// Commits if `durable` (the bio carried PREFLUSH/FUA, or is a flush)
+    /// and the metadata is dirty.
+    fn commit_for(&self, durable: bool) -> Result<(), IoError> {
+        if !durable || !self.pool.flags.dirty() {
+            return Ok(());
         }
-        let ok = self.pool.lock_settled().commit().is_ok();
-        if !ok {
-            if let Some(b) = bio.take() {
-                b.complete(Some(IoError::Io));
-            }
+        self.pool.lock_settled().commit().map_err(|_| IoError::Io)
+    }
+
+    /// Commits as `durable` asks, then remaps and submits the bio.
+    fn commit_and_submit(&self, mut bio: OwnedBio, durable: bool, data_block: u64) {
+        match self
+            .commit_for(durable)
+            .and_then(|()| self.remap(&mut bio, data_block))
+        {
+            Ok(()) => bio.submit(),
+            Err(e) => bio.complete(Some(e)),
         }
-        ok
     }
 
     fn process(&self, mut bio: OwnedBio) {
+        if let Some((overwrite, written)) = bio.take_overwrite() {
+            self.finish_overwrite(bio, overwrite, written);
+            return;
+        }
         match bio.view().kind() {
             BioKind::Read => self.process_rw(bio, BioDir::Read),
             BioKind::Write => self.process_rw(bio, BioDir::Write),
-            BioKind::EmptyFlush => {
-                let mut slot = Some(bio);
-                if self.commit_for(&mut slot) {
-                    if let Some(mut b) = slot {
-                        b.view().set_bdev(self.pool_bdev);
-                        b.submit();
-                    }
+            BioKind::EmptyFlush => match self.commit_for(true) {
+                Ok(()) => {
+                    bio.view().set_bdev(self.pool_bdev);
+                    bio.submit();
                 }
-            }
+                Err(e) => bio.complete(Some(e)),
+            },
             BioKind::Discard => self.process_discard(bio),
             BioKind::Other => bio.complete(Some(IoError::Io)),
         }
@@ -268,14 +269,11 @@ impl ThinIo {
             None => Lookup::Unmapped,
             Some(r) => Lookup::Mapped { shared: r.shared },
         };
-        match st.mode_state().decide_bio(WorkItem::Cell, dir, lookup) {
-            BioAction::Remap => {
-                let Some(r) = found else {
-                    // An empty write to a hole; never reached for Read/Write.
-                    drop(st);
-                    bio.complete(None);
-                    return;
-                };
+        match (
+            st.mode_state().decide_bio(WorkItem::Cell, dir, lookup),
+            found,
+        ) {
+            (BioAction::Remap, Some(r)) => {
                 let data_block = r.mapping.data_block;
                 if let Some(c) = self.cache() {
                     c.publish(
@@ -287,39 +285,42 @@ impl ThinIo {
                     );
                 }
                 drop(st);
-                let mut slot = Some(bio);
-                if self.commit_for(&mut slot) {
-                    if let Some(b) = slot {
-                        self.remap_and_submit(b, data_block);
-                    }
-                }
+                let durable = bio.view().wants_durability();
+                self.commit_and_submit(bio, durable, data_block);
             }
-            BioAction::ReadHole => {
+            (BioAction::ReadHole, _) => {
                 drop(st);
                 bio.zero_fill();
                 bio.complete(None);
             }
-            BioAction::Provision | BioAction::BreakSharing => {
+            (BioAction::Provision | BioAction::BreakSharing, _) => {
                 let old = found.map(|r| r.mapping.data_block);
                 self.provision(st, bio, vblock, old);
             }
-            BioAction::Queue => {
+            (BioAction::Queue, _) => {
                 drop(st);
                 self.held.lock().push(bio);
             }
-            BioAction::Error(e) => {
+            (BioAction::Error(e), _) => {
                 drop(st);
                 bio.complete(Some(e));
+            }
+            // Remap of a hole: only empty writes, which never get here.
+            (BioAction::Remap, None) => {
+                drop(st);
+                bio.complete(None);
             }
         }
     }
 
-    /// Allocates a block for `vblock`, fills it (zeroes, or a copy of `old`),
-    /// maps it, then issues `bio` and the bios that parked meanwhile.
+    /// Allocates a block for `vblock` and fills it: with the bio's own write
+    /// when the bio covers the whole block (the mapping goes in when that
+    /// write completes, [`Self::finish_overwrite`]), else with zeroes or a
+    /// copy of `old`, mapping it before the bio is issued.
     fn provision(
         &self,
         mut st: MutexGuard<'_, PoolState>,
-        bio: OwnedBio,
+        mut bio: OwnedBio,
         vblock: u64,
         old: Option<u64>,
     ) {
@@ -343,12 +344,32 @@ impl ThinIo {
         };
         drop(st);
 
+        let whole = {
+            let v = bio.view();
+            self.geometry.covers_block(v.sector(), v.nr_sectors())
+        };
+        if whole {
+            if let Err(e) = self.remap(&mut bio, data_block) {
+                // Not filled: this frees the block and fails, as intended.
+                let _ = self.end_provision(vblock, data_block, epoch, false, old.is_some());
+                bio.complete(Some(e));
+                return;
+            }
+            let overwrite = Overwrite {
+                vblock,
+                data_block,
+                epoch,
+                breaks_sharing: old.is_some(),
+            };
+            match bio.submit_hooked(self, overwrite) {
+                Ok(()) => return,
+                // No per-bio data: fill the block as for a partial write.
+                Err(b) => bio = b,
+            }
+        }
+
         let bs = self.geometry.sectors();
         let to = self.geometry.block_start(data_block).unwrap_or(0);
-        // A bio that overwrites the whole block still gets its block zeroed
-        // (or copied): the mapping must not point at stale data before the
-        // bio's own write has completed, and rthin does not yet hook bio
-        // completion to delay the insert until then.
         let filled = match old {
             Some(from_block) => {
                 let from = self.geometry.block_start(from_block).unwrap_or(0);
@@ -357,10 +378,47 @@ impl ThinIo {
             None if self.zero_new_blocks => self.pool.kcopyd.zero(self.pool_bdev.raw(), to, bs),
             None => Ok(()),
         };
+        match self.end_provision(vblock, data_block, epoch, filled.is_ok(), old.is_some()) {
+            Ok(()) => {
+                let durable = bio.view().wants_durability();
+                self.commit_and_submit(bio, durable, data_block);
+            }
+            Err(e) => bio.complete(Some(e)),
+        }
+    }
 
+    /// A whole-block write of a provision completed: map the block, then let
+    /// the bio complete.
+    fn finish_overwrite(&self, mut bio: OwnedBio, ow: Overwrite, written: bool) {
+        let copied = ow.breaks_sharing;
+        match self.end_provision(ow.vblock, ow.data_block, ow.epoch, written, copied) {
+            Ok(()) => {
+                let durable = bio.view().wants_durability();
+                match self.commit_for(durable) {
+                    Ok(()) => bio.finish(),
+                    Err(e) => bio.complete(Some(e)),
+                }
+            }
+            // The write's own error stays on the bio.
+            Err(_) if !written => bio.finish(),
+            Err(e) => bio.complete(Some(e)),
+        }
+    }
+
+    /// Ends a provision: maps `data_block` at `vblock` if it was `filled` and
+    /// the pool still allows it (else frees it), publishes the mapping,
+    /// releases the cell and requeues the bios that parked on it.
+    fn end_provision(
+        &self,
+        vblock: u64,
+        data_block: u64,
+        epoch: u64,
+        filled: bool,
+        copied: bool,
+    ) -> Result<(), IoError> {
         let mut st = self.pool.lock();
         let mut parked = st.close_cell(self.dev_id, vblock);
-        let outcome = if filled.is_err() {
+        let outcome = if !filled {
             st.release_data_block(data_block);
             Err(IoError::Io)
         } else if st.epoch() != epoch {
@@ -385,25 +443,16 @@ impl ThinIo {
                     },
                 );
             }
-            let counter = match old {
-                Some(_) => &self.counters.sharing_broken,
-                None => &self.counters.provisioned,
+            let counter = if copied {
+                &self.counters.sharing_broken
+            } else {
+                &self.counters.provisioned
             };
             counter.fetch_add(1, Ordering::Relaxed);
         }
         self.pool.provision_done(st);
         self.queues.push_list(&self.pool.wq, &mut parked);
-        match outcome {
-            Ok(()) => {
-                let mut slot = Some(bio);
-                if self.commit_for(&mut slot) {
-                    if let Some(b) = slot {
-                        self.remap_and_submit(b, data_block);
-                    }
-                }
-            }
-            Err(e) => bio.complete(Some(e)),
-        }
+        outcome
     }
 
     fn process_discard(&self, mut bio: OwnedBio) {
@@ -456,6 +505,12 @@ impl ThinIo {
         if let Some(c) = self.cache() {
             c.invalidate_range(first, end);
         }
+    }
+}
+
+impl Requeue for ThinIo {
+    fn requeue_completed(&self, bio: OwnedBio) {
+        self.queues.push(&self.pool.wq, bio);
     }
 }
 

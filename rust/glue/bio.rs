@@ -33,9 +33,80 @@ pub(crate) enum BioKind {
     Other,
 }
 
+/// A provision whose data is the bio's own write of the whole block: the
+/// mapping goes in once the write has completed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Overwrite {
+    /// The virtual block.
+    pub(crate) vblock: u64,
+    /// The new data block the bio writes.
+    pub(crate) data_block: u64,
+    /// The pool's metadata epoch when the block was allocated.
+    pub(crate) epoch: u64,
+    /// The block replaces a shared one (copy-on-write without the copy).
+    pub(crate) breaks_sharing: bool,
+}
+
+/// Whoever gets a hooked bio back when its write completes.
+pub(crate) trait Requeue: Send + Sync + 'static {
+    /// Takes back a bio whose hooked write completed (may run in interrupt
+    /// context: only queue it).
+    fn requeue_completed(&self, bio: OwnedBio);
+}
+
+/// Where a deferred bio stands, in its per-bio data.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum HookState {
+    /// Not hooked.
+    None,
+    /// Submitted with `hooked_endio` as its completion.
+    Pending,
+    /// Its write completed; the owner has it back.
+    Completed,
+}
+
+/// The per-bio data dm keeps in front of each clone for targets that ask for
+/// it ([`super::dm::TargetCtx::reserve_per_bio_data`]).
+#[repr(C)]
+pub(crate) struct PerBio {
+    state: HookState,
+    overwrite: Overwrite,
+    owner: *const core::ffi::c_void,
+    saved_end_io: bindings::bio_end_io_t,
+}
+
+/// The completion of a hooked bio.
+///
+/// # Safety
+/// Set only by [`OwnedBio::submit_hooked`], whose per-bio data names a live
+/// owner of type `T`.
+unsafe extern "C" fn hooked_endio<T: Requeue>(raw: *mut bindings::bio) {
+    let Some(nn) = NonNull::new(raw) else {
+        return;
+    };
+    // dm lent this bio to our map call and it has per-bio data
+    // (`submit_hooked` checked); it is ours again until we end it.
+    let mut bio = OwnedBio {
+        raw: nn,
+        per_bio: true,
+    };
+    let Some(ctx) = bio.per_bio() else {
+        return;
+    };
+    ctx.state = HookState::Completed;
+    let owner = ctx.owner.cast::<T>();
+    // SAFETY: the bio's end_io was dm's before we hooked it.
+    unsafe { (*raw).bi_end_io = ctx.saved_end_io };
+    // SAFETY: per the contract; the owner outlives its in-flight bios.
+    unsafe { (*owner).requeue_completed(bio) };
+}
+
 /// A bio lent to the target for the duration of one map call.
 pub(crate) struct Bio<'a> {
     raw: NonNull<bindings::bio>,
+    /// dm keeps a [`PerBio`] in front of the bio.
+    per_bio: bool,
     _borrow: PhantomData<&'a mut bindings::bio>,
 }
 
@@ -44,10 +115,12 @@ impl Bio<'_> {
     ///
     /// # Safety
     /// `raw` must point to a live bio that the caller owns exclusively for the
-    /// lifetime of the returned value (dm guarantees this during `map`).
-    pub(crate) unsafe fn from_raw(raw: NonNull<bindings::bio>) -> Self {
+    /// lifetime of the returned value (dm guarantees this during `map`), and
+    /// dm must keep a [`PerBio`] in front of it if `per_bio` is set.
+    pub(crate) unsafe fn from_raw(raw: NonNull<bindings::bio>, per_bio: bool) -> Self {
         Self {
             raw,
+            per_bio,
             _borrow: PhantomData,
         }
     }
@@ -112,13 +185,22 @@ impl Bio<'_> {
     /// Keeps the bio past the map call; the map call must then return
     /// `MapResult::Submitted`.
     pub(crate) fn defer(self) -> OwnedBio {
-        OwnedBio { raw: self.raw }
+        let mut bio = OwnedBio {
+            raw: self.raw,
+            per_bio: self.per_bio,
+        };
+        if let Some(ctx) = bio.per_bio() {
+            // dm does not initialise per-bio data.
+            ctx.state = HookState::None;
+        }
+        bio
     }
 }
 
 /// A bio the target kept after its map call returned `DM_MAPIO_SUBMITTED`.
 pub(crate) struct OwnedBio {
     raw: NonNull<bindings::bio>,
+    per_bio: bool,
 }
 
 // SAFETY: the bio belongs to the target until it is submitted or completed,
@@ -128,8 +210,68 @@ unsafe impl Send for OwnedBio {}
 impl OwnedBio {
     /// A temporary view with the accessors of a lent bio.
     pub(crate) fn view(&mut self) -> Bio<'_> {
-        // SAFETY: we own the bio; the view borrows `self` mutably.
-        unsafe { Bio::from_raw(self.raw) }
+        // SAFETY: we own the bio; the view borrows `self` mutably; `per_bio`
+        // was true of the lent bio we came from.
+        unsafe { Bio::from_raw(self.raw, self.per_bio) }
+    }
+
+    fn per_bio(&mut self) -> Option<&mut PerBio> {
+        if !self.per_bio {
+            return None;
+        }
+        // SAFETY: dm keeps a `PerBio` in front of the bio (`per_bio`), which
+        // we own, so the borrow of `self` covers the data too.
+        let p = unsafe { dm::dm_per_bio_data(self.raw.as_ptr(), size_of::<PerBio>()) };
+        // SAFETY: as above; `p` is aligned for the largest member type (dm
+        // aligns per-bio data like the bio itself).
+        NonNull::new(p.cast::<PerBio>()).map(|mut p| unsafe { p.as_mut() })
+    }
+
+    /// Submits a (remapped) bio that writes a whole new block, so that when
+    /// its write completes it comes back to `owner`
+    /// ([`Requeue::requeue_completed`]) instead of completing; the owner then
+    /// finds the provision with [`Self::take_overwrite`]. Hands the bio back
+    /// if dm keeps no per-bio data for it.
+    pub(crate) fn submit_hooked<T: Requeue>(
+        mut self,
+        owner: &T,
+        overwrite: Overwrite,
+    ) -> Result<(), OwnedBio> {
+        let raw = self.raw.as_ptr();
+        let Some(ctx) = self.per_bio() else {
+            return Err(self);
+        };
+        ctx.state = HookState::Pending;
+        ctx.overwrite = overwrite;
+        ctx.owner = core::ptr::from_ref(owner).cast();
+        // SAFETY: we own the bio; its completion is ours to chain until it
+        // ends (`hooked_endio` restores it).
+        unsafe {
+            ctx.saved_end_io = (*raw).bi_end_io;
+            (*raw).bi_end_io = Some(hooked_endio::<T>);
+        }
+        self.submit();
+        Ok(())
+    }
+
+    /// The provision of a hooked bio whose write completed, and whether the
+    /// write succeeded; `None` for any other bio.
+    pub(crate) fn take_overwrite(&mut self) -> Option<(Overwrite, bool)> {
+        // SAFETY: we own the bio.
+        let ok = unsafe { (*self.raw.as_ptr()).bi_status } == 0;
+        let ctx = self.per_bio()?;
+        if ctx.state != HookState::Completed {
+            return None;
+        }
+        ctx.state = HookState::None;
+        Some((ctx.overwrite, ok))
+    }
+
+    /// Completes the bio with whatever status its I/O left.
+    pub(crate) fn finish(self) {
+        let raw = self.into_raw();
+        // SAFETY: we own the bio and end it exactly once.
+        unsafe { bindings::bio_endio(raw) };
     }
 
     fn into_raw(self) -> *mut bindings::bio {
@@ -183,6 +325,8 @@ impl Drop for OwnedBio {
 pub(crate) struct BioList {
     head: *mut bindings::bio,
     tail: *mut bindings::bio,
+    /// The bios have per-bio data (all come from one target).
+    per_bio: bool,
 }
 
 // SAFETY: the list owns its bios (see `OwnedBio`'s Send).
@@ -200,6 +344,7 @@ impl BioList {
         Self {
             head: core::ptr::null_mut(),
             tail: core::ptr::null_mut(),
+            per_bio: false,
         }
     }
 
@@ -210,6 +355,7 @@ impl BioList {
 
     /// Appends a bio.
     pub(crate) fn push(&mut self, bio: OwnedBio) {
+        self.per_bio = bio.per_bio;
         let raw = bio.into_raw();
         // SAFETY: we own `raw` and every bio on the list; `bi_next` is free
         // for the owner's use while a bio is not in flight.
@@ -235,7 +381,11 @@ impl BioList {
         if self.head.is_null() {
             self.tail = core::ptr::null_mut();
         }
-        Some(OwnedBio { raw })
+        // Every bio on a list came from a map call of the same target.
+        Some(OwnedBio {
+            raw,
+            per_bio: self.per_bio,
+        })
     }
 
     /// Moves every bio of `other` to the end of this list.
@@ -244,6 +394,7 @@ impl BioList {
         if taken.is_empty() {
             return;
         }
+        self.per_bio = taken.per_bio;
         if self.tail.is_null() {
             self.head = taken.head;
         } else {

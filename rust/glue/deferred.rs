@@ -5,7 +5,8 @@
 //! CPU it runs on and queues that CPU's work item on the pool's workqueue
 //! (`WQ_MEM_RECLAIM`, bound per CPU). Each list has its own spinlock, held for
 //! a push or for swapping the whole list out, so CPUs never contend with each
-//! other on the map path; the work item runs on the same CPU, drains what
+//! other on the map path (interrupts are off while it is held: completions of
+//! hooked writes are queued from interrupt context); the work item runs on the same CPU, drains what
 //! accumulated and processes it in a `memalloc_noio` scope (allocations in
 //! the worker must not recurse into block I/O).
 
@@ -14,7 +15,7 @@ use core::{
     ptr::{self, NonNull},
     sync::atomic::{AtomicPtr, Ordering},
 };
-use kernel::{bindings, cpu, new_spinlock, prelude::*, sync::SpinLock, types::Opaque};
+use kernel::{bindings, cpu, new_spinlock_irq, prelude::*, sync::SpinLockIrq, types::Opaque};
 
 use super::{
     bindings as dm,
@@ -68,7 +69,7 @@ pub(crate) struct CpuSlot<T: Drain> {
     #[pin]
     work: Opaque<bindings::work_struct>,
     #[pin]
-    bios: SpinLock<BioList>,
+    bios: SpinLockIrq<BioList>,
     cpu: u32,
     owner: AtomicPtr<T>,
     #[pin]
@@ -127,7 +128,7 @@ impl<T: Drain> CpuQueues<T> {
                 pin_init!(CpuSlot {
                     // SAFETY: INIT_WORK on the slot's own, pinned work item.
                     work <- Opaque::ffi_init(|w| unsafe { dm::rthin_init_work(w, Some(run::<T>)) }),
-                    bios <- new_spinlock!(BioList::new(), "rthin_deferred"),
+                    bios <- new_spinlock_irq!(BioList::new(), "rthin_deferred"),
                     cpu: i as u32,
                     owner: AtomicPtr::new(ptr::null_mut()),
                     _pin: PhantomPinned,

@@ -20,7 +20,10 @@ use kernel::{
     prelude::*,
 };
 
-use super::{bindings as dm, bio::Bio};
+use super::{
+    bindings as dm,
+    bio::{Bio, PerBio},
+};
 use crate::dm_status_buf::{DevNum, StatusBuf};
 
 /// How a map call disposed of a bio.
@@ -276,6 +279,13 @@ impl TargetCtx<'_> {
         to_result(unsafe { dm::dm_set_target_max_io_len(self.ti.as_ptr(), sectors.into()) })
     }
 
+    /// Asks dm to keep a [`PerBio`] in front of every bio it maps to the
+    /// target (what `OwnedBio::submit_hooked` needs).
+    pub(crate) fn reserve_per_bio_data(&mut self) {
+        // SAFETY: ctr has exclusive use of `ti`; the size is small.
+        unsafe { self.ti.as_mut().per_io_data_size = size_of::<PerBio>() as c_uint };
+    }
+
     /// Accepts discards whatever the device below supports, one bio per
     /// discard, split on block boundaries only.
     pub(crate) fn enable_discards(&mut self) {
@@ -511,7 +521,11 @@ unsafe extern "C" fn map_trampoline<T: TargetOps>(
     };
     // SAFETY: map only runs between ctr and dtr; dm lends us the bio
     // exclusively until we return.
-    let (target, bio) = unsafe { (private::<T>(ti), Bio::from_raw(raw)) };
+    // dm keeps `per_io_data_size` bytes in front of every clone it maps.
+    let (target, bio) = unsafe {
+        let per_bio = (*ti).per_io_data_size as usize >= size_of::<PerBio>();
+        (private::<T>(ti), Bio::from_raw(raw, per_bio))
+    };
     target.map(bio).to_c()
 }
 
