@@ -22,8 +22,10 @@ use core::{
     sync::atomic::{AtomicBool, AtomicU64, Ordering},
 };
 use kernel::{
+    debugfs::{Dir, File as DebugFile},
     new_condvar, new_mutex,
     prelude::*,
+    str::CString,
     sync::{rcu, Arc, CondVar, Mutex, MutexGuard},
     time::{Instant, Monotonic},
 };
@@ -50,7 +52,7 @@ use crate::{
         registry,
         ticker::{Tick, Ticker},
     },
-    thin_io::ThinIo,
+    thin_io::{ThinCounters, ThinIo},
     thin_metadata::ThinMetadata,
 };
 
@@ -101,6 +103,12 @@ pub(crate) struct PoolFlags {
 }
 
 impl PoolFlags {
+    /// The pool's debugfs file text.
+    fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "commits {}", self.commits.load(Ordering::Relaxed))?;
+        writeln!(f, "dirty {}", u8::from(self.dirty()))
+    }
+
     /// Metadata changed since the last commit.
     pub(crate) fn dirty(&self) -> bool {
         self.dirty.load(Ordering::Acquire)
@@ -130,6 +138,9 @@ pub(crate) struct PoolObj {
     /// Periodic commit and no-space deadline.
     #[pin]
     waker: Ticker<PoolObj>,
+    /// `/sys/kernel/debug/rthin-<pool>/`: the pool's and its thins' counters.
+    debugfs: Dir,
+    _pool_file: Option<Pin<KBox<DebugFile<Arc<PoolFlags>>>>>,
 }
 
 #[pinned_drop]
@@ -154,6 +165,22 @@ impl Tick for PoolObj {
 pub(crate) type SharedPool = Arc<PoolObj>;
 
 impl PoolObj {
+    /// Adds a thin target's counters file to the pool's debugfs directory
+    /// (none if debugfs cannot take it: the counters are informational).
+    pub(crate) fn thin_counters_file(
+        &self,
+        name: &str,
+        counters: Arc<ThinCounters>,
+    ) -> Option<Pin<KBox<DebugFile<Arc<ThinCounters>>>>> {
+        let name = CString::try_from_fmt(fmt!("{}", name)).ok()?;
+        let show = &|c: &Arc<ThinCounters>, f: &mut fmt::Formatter<'_>| c.write(f);
+        KBox::pin_init(
+            self.debugfs.read_callback_file(&name, counters, show),
+            GFP_KERNEL,
+        )
+        .ok()
+    }
+
     /// Takes the pool lock.
     pub(crate) fn lock(&self) -> MutexGuard<'_, PoolState> {
         self.state.lock()
@@ -734,6 +761,10 @@ fn find_or_create(
     pools.reserve(1, GFP_KERNEL).map_err(|_| alloc)?;
     let metadata_md = open_metadata(metadata, block_size, features.read_only)?;
     let flags = Arc::new(PoolFlags::default(), GFP_KERNEL).map_err(|_| alloc)?;
+    let debugfs = match CString::try_from_fmt(fmt!("rthin-{}", md.name())) {
+        Ok(name) => Dir::new(&name),
+        Err(_) => Dir::new(c"rthin"),
+    };
     let state = PoolState {
         name: md,
         md: metadata_md,
@@ -751,6 +782,12 @@ fn find_or_create(
         no_space_deadline: None,
     };
     let wq = IoQueue::new(c"rthin").map_err(|_| alloc)?;
+    let show = &|p: &Arc<PoolFlags>, f: &mut fmt::Formatter<'_>| p.write(f);
+    let pool_file = KBox::pin_init(
+        debugfs.read_callback_file(c"pool", flags.clone(), show),
+        GFP_KERNEL,
+    )
+    .ok();
     let kcopyd = Kcopyd::new().map_err(|_| alloc)?;
     let pool: SharedPool = Arc::pin_init(
         pin_init!(PoolObj {
@@ -760,6 +797,8 @@ fn find_or_create(
             kcopyd,
             flags,
             waker <- Ticker::new(WAKER_PERIOD_MS),
+            debugfs,
+            _pool_file: pool_file,
         }),
         GFP_KERNEL,
     )

@@ -13,7 +13,7 @@
 //! device, whose target sends them on to the data device.
 
 use core::fmt;
-use kernel::{prelude::*, sync::Arc};
+use kernel::{debugfs::File as DebugFile, prelude::*, sync::Arc};
 
 use crate::{
     block_geometry::BlockGeometry,
@@ -27,7 +27,7 @@ use crate::{
         dm::{Args, CtrError, DmDev, MapResult, StatusKind, TargetCtx, TargetOps},
     },
     pool::{lookup, to_bytes, SharedPool},
-    thin_io::{ThinIo, ThinIoConfig},
+    thin_io::{ThinCounters, ThinIo, ThinIoConfig},
 };
 
 /// One thin volume.
@@ -36,6 +36,7 @@ pub(crate) struct Thin {
     pool: SharedPool,
     table: ThinTableLine,
     io: Arc<ThinIo>,
+    _counters_file: Option<Pin<KBox<DebugFile<Arc<ThinCounters>>>>>,
 }
 
 impl TargetOps for Thin {
@@ -105,6 +106,9 @@ impl TargetOps for Thin {
             io
         };
         ti.set_num_flush_bios(1);
+        let counters_file = ti
+            .table_md()
+            .and_then(|md| pool.thin_counters_file(md.name(), io.counters.clone()));
         let table = ThinTableLine {
             pool_dev: pool_dev.devnum(),
             dev_id: parsed.dev_id,
@@ -115,6 +119,7 @@ impl TargetOps for Thin {
             pool,
             table,
             io,
+            _counters_file: counters_file,
         })
     }
 

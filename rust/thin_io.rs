@@ -47,7 +47,8 @@ use crate::{
     pool::{PoolState, SharedPool},
 };
 
-/// Counters of one thin target, for the extra status fields.
+/// Counters of one thin target, shown in debugfs
+/// (`/sys/kernel/debug/rthin-<pool>/<thin>`).
 #[derive(Default)]
 pub(crate) struct ThinCounters {
     /// Bios remapped in the map call.
@@ -56,8 +57,19 @@ pub(crate) struct ThinCounters {
     pub(crate) deferred: AtomicU64,
     /// Blocks provisioned (zeroed or written whole).
     pub(crate) provisioned: AtomicU64,
-    /// Shared blocks copied before a write.
+    /// Shared blocks replaced by a private copy before a write.
     pub(crate) sharing_broken: AtomicU64,
+}
+
+impl ThinCounters {
+    /// The debugfs file's text, one `name value` pair per line.
+    pub(crate) fn write(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        writeln!(f, "fast_remaps {}", get(&self.fast_remaps))?;
+        writeln!(f, "deferred {}", get(&self.deferred))?;
+        writeln!(f, "provisioned {}", get(&self.provisioned))?;
+        writeln!(f, "sharing_broken {}", get(&self.sharing_broken))
+    }
 }
 
 /// The I/O state of one thin target.
@@ -77,7 +89,7 @@ pub(crate) struct ThinIo {
     /// Bios waiting for data space (out-of-data-space, queue policy).
     #[pin]
     held: SpinLock<BioList>,
-    pub(crate) counters: ThinCounters,
+    pub(crate) counters: Arc<ThinCounters>,
 }
 
 /// What the pool tells a new thin about its configuration.
@@ -100,6 +112,7 @@ impl ThinIo {
             let _ = slots.push_within_capacity(AtomicU64::new(0));
         }
         let queues = CpuQueues::new()?;
+        let counters = Arc::new(ThinCounters::default(), GFP_KERNEL)?;
         let io = Arc::pin_init(
             pin_init!(ThinIo {
                 dev_id: cfg.dev_id,
@@ -111,7 +124,7 @@ impl ThinIo {
                 slots,
                 queues,
                 held <- new_spinlock!(BioList::new(), "rthin_held"),
-                counters: ThinCounters::default(),
+                counters,
             }),
             GFP_KERNEL,
         )?;

@@ -50,6 +50,20 @@ case $status in
 *) fail "pool status does not count 17 used data blocks: $status" ;;
 esac
 
+# The counters in debugfs: 17 provisions (16 of them whole-block writes that
+# skip zeroing), and cached mappings serve reads in the map call.
+run dd if=/dev/mapper/thin of=/dev/null bs=64k skip=3 count=16 iflag=direct 2>/dev/null
+# (named by the devices' major:minor, as dm names them in the kernel log)
+thin_dev=$(dmsetup info -c --noheadings -o major,minor thin | tr -d ' ')
+stats=/sys/kernel/debug/rthin-$pool_dev
+counters=$(cat $stats/$thin_dev) || fail "no debugfs counters in $stats"
+echo "$counters"
+counter() { echo "$counters" | awk -v k="$1" '$1 == k { print $2 }'; }
+[ "$(counter provisioned)" = 17 ] || fail "expected 17 provisioned blocks"
+[ "$(counter sharing_broken)" = 0 ] || fail "no block was shared"
+[ "$(counter fast_remaps)" -ge 16 ] || fail "reads of mapped blocks did not take the fast path"
+grep -q '^commits ' $stats/pool || fail "no pool counters"
+
 # Without any flush, the waker commits within a second or two, as dm-thin's
 # COMMIT_PERIOD: the on-disk metadata then shows the 17 mapped blocks.
 sleep 3
