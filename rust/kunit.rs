@@ -178,4 +178,19 @@ mod glue_suite {
     fn pool_metadata_reserve() {
         assert!(crate::pool::selftest::metadata_reserve());
     }
+
+    #[test]
+    fn deferred_push_and_drain() {
+        assert!(crate::glue::deferred::selftest::push_and_drain());
+    }
+
+    #[test]
+    fn mapping_cache_under_rcu() {
+        assert!(crate::thin_io::selftest::cache_under_rcu());
+    }
+
+    #[test]
+    fn args_from_argv() {
+        assert!(crate::glue::dm::selftest::args_from_argv());
+    }
 }

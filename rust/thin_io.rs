@@ -534,3 +534,81 @@ impl Drain for ThinIo {
         }
     }
 }
+
+/// Scenarios for the module's KUnit suite.
+pub(crate) mod selftest {
+    use core::sync::atomic::AtomicU64;
+    use kernel::{
+        prelude::*,
+        sync::{rcu, Arc, Completion},
+        workqueue,
+    };
+
+    use crate::mapping_cache::{CachedMapping, MappingCache};
+
+    /// Slots shared by a writer work item and the reading test.
+    #[pin_data]
+    struct Shared {
+        slots: KVec<AtomicU64>,
+        #[pin]
+        written: Completion,
+    }
+
+    const BLOCKS: u64 = 128;
+
+    /// Readers under `rcu_read_lock` racing a writer that publishes and
+    /// invalidates see only whole entries (the data block always belongs to
+    /// the block asked for); after a clear and a grace period, nothing.
+    pub(crate) fn cache_under_rcu() -> bool {
+        let Ok(mut slots) = KVec::with_capacity(64, GFP_KERNEL) else {
+            return false;
+        };
+        for _ in 0..64 {
+            let _ = slots.push_within_capacity(AtomicU64::new(0));
+        }
+        let init = pin_init!(Shared {
+            slots,
+            written <- Completion::new(),
+        });
+        let Ok(shared) = Arc::pin_init(init, GFP_KERNEL) else {
+            return false;
+        };
+        let writer = shared.clone();
+        let spawned = workqueue::system().try_spawn(GFP_KERNEL, move || {
+            if let Some(c) = MappingCache::new(&writer.slots) {
+                for round in 0..500u64 {
+                    for vblock in 0..BLOCKS {
+                        let m = CachedMapping {
+                            data_block: vblock * 1000 + round % 7,
+                            shared: round % 2 == 0,
+                        };
+                        c.publish(vblock, m);
+                        if (round + vblock) % 3 == 0 {
+                            c.invalidate(vblock);
+                        }
+                    }
+                }
+            }
+            writer.written.complete_all();
+        });
+        let Some(c) = MappingCache::new(&shared.slots) else {
+            return false;
+        };
+        let mut ok = spawned.is_ok();
+        for _ in 0..200 {
+            let guard = rcu::read_lock();
+            for vblock in 0..BLOCKS {
+                if let Some(m) = c.get(vblock) {
+                    ok &= m.data_block / 1000 == vblock;
+                }
+            }
+            drop(guard);
+        }
+        if spawned.is_ok() {
+            shared.written.wait_for_completion();
+        }
+        c.clear();
+        rcu::synchronize_rcu();
+        ok && (0..BLOCKS).all(|vblock| c.get(vblock).is_none())
+    }
+}

@@ -191,3 +191,104 @@ impl<T: Drain> CpuQueues<T> {
         }
     }
 }
+
+/// Scenarios for the module's KUnit suite (they need a running kernel).
+pub(crate) mod selftest {
+    use core::{
+        ptr::{self, NonNull},
+        sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    };
+    use kernel::bindings;
+
+    use super::{CpuQueues, Drain, IoQueue};
+    use crate::glue::bio::{Bio, BioList};
+
+    /// Bios whose test completion ran.
+    static ENDED: AtomicUsize = AtomicUsize::new(0);
+
+    /// Completion of a test bio: count it and free it.
+    ///
+    /// # Safety
+    /// Only for bios made by `test_bio`.
+    unsafe extern "C" fn end_test_bio(bio: *mut bindings::bio) {
+        ENDED.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: `test_bio` made the bio with `bio_kmalloc` + `bio_init`;
+        // this completion is its last use.
+        unsafe {
+            bindings::bio_uninit(bio);
+            bindings::kfree(bio.cast());
+        }
+    }
+
+    /// A bio with no data at `sector` that ends with `end_test_bio`.
+    fn test_bio(sector: u64) -> Option<Bio<'static>> {
+        // SAFETY: plain allocation; NULL on failure.
+        let raw = NonNull::new(unsafe { bindings::bio_kmalloc(0, bindings::GFP_KERNEL) })?;
+        // SAFETY: `raw` is a fresh allocation of a bio with no vecs, ours
+        // until its completion frees it.
+        unsafe {
+            bindings::bio_init(raw.as_ptr(), ptr::null_mut(), ptr::null_mut(), 0, 0);
+            (*raw.as_ptr()).bi_iter.bi_sector = sector;
+            (*raw.as_ptr()).bi_end_io = Some(end_test_bio);
+            // The test owns it for as long as a map call would.
+            Some(Bio::from_raw(raw, false))
+        }
+    }
+
+    /// Records what the workers drain.
+    struct Collector {
+        seen: AtomicUsize,
+        sector_sum: AtomicU64,
+        /// A batch came in descending order (lists are FIFO).
+        reordered: AtomicBool,
+    }
+
+    impl Drain for Collector {
+        fn drain(&self, mut bios: BioList) {
+            let mut last = 0;
+            while let Some(mut bio) = bios.pop() {
+                let sector = bio.view().sector();
+                if sector < last {
+                    self.reordered.store(true, Ordering::Relaxed);
+                }
+                last = sector;
+                self.seen.fetch_add(1, Ordering::Relaxed);
+                self.sector_sum.fetch_add(sector, Ordering::Relaxed);
+                bio.complete(None);
+            }
+        }
+    }
+
+    /// Pushes bios from one task (which may move between CPUs), lets the
+    /// per-CPU workers drain them, and checks that each was processed and
+    /// completed exactly once, and that each batch kept push order.
+    pub(crate) fn push_and_drain() -> bool {
+        const N: u64 = 200;
+        let (Ok(wq), Ok(queues)) = (IoQueue::new(c"rthin_kunit"), CpuQueues::<Collector>::new())
+        else {
+            return false;
+        };
+        let owner = Collector {
+            seen: AtomicUsize::new(0),
+            sector_sum: AtomicU64::new(0),
+            reordered: AtomicBool::new(false),
+        };
+        queues.set_owner(&owner);
+        ENDED.store(0, Ordering::Relaxed);
+        let mut pushed = 0;
+        for sector in 1..=N {
+            let Some(bio) = test_bio(sector) else {
+                break;
+            };
+            queues.push(&wq, bio.defer());
+            pushed += 1;
+        }
+        queues.flush();
+        drop(wq);
+        pushed == N as usize
+            && owner.seen.load(Ordering::Relaxed) == pushed
+            && owner.sector_sum.load(Ordering::Relaxed) == N * (N + 1) / 2
+            && ENDED.load(Ordering::Relaxed) == pushed
+            && !owner.reordered.load(Ordering::Relaxed)
+    }
+}

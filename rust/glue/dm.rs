@@ -657,3 +657,27 @@ unsafe extern "C" fn iterate_devices_trampoline<T: TargetOps>(
     // is live for the target's lifetime.
     unsafe { callout(ti, dev.dev.as_ptr(), 0, len, data) }
 }
+
+/// Scenarios for the module's KUnit suite.
+pub(crate) mod selftest {
+    use kernel::{ffi::c_char, prelude::*};
+
+    use super::Args;
+
+    /// `Args::from_argv` keeps dm's words, in order, as C strings; an empty
+    /// argument vector gives no words.
+    pub(crate) fn args_from_argv() -> bool {
+        let words = [c"0", c"rthin-pool", c"/dev/ram0", c"128"];
+        let mut argv: [*mut c_char; 4] = words.map(|w| w.as_char_ptr().cast_mut());
+        // SAFETY: `argv` holds `words.len()` pointers to static C strings.
+        let Ok(args) = (unsafe { Args::from_argv(words.len() as u32, argv.as_mut_ptr()) }) else {
+            return false;
+        };
+        let same = args.words().len() == words.len()
+            && args.words().iter().zip(words.iter()).all(|(a, b)| a == b);
+        // SAFETY: zero words are read from `argv`.
+        let empty =
+            unsafe { Args::from_argv(0, argv.as_mut_ptr()) }.is_ok_and(|a| a.words().is_empty());
+        same && empty
+    }
+}
