@@ -47,7 +47,10 @@ use crate::{
         bio::{Bio, BioList, OwnedBio},
         bufio::BufioStore,
         deferred::IoQueue,
-        dm::{Args, CtrError, DmDev, MapResult, MdKey, StatusKind, TableMd, TargetCtx, TargetOps},
+        dm::{
+            Args, CtrError, DmDev, MapResult, MdKey, QueueLimits, StatusKind, TableMd, TargetCtx,
+            TargetOps,
+        },
         kcopyd::Kcopyd,
         registry,
         ticker::{Tick, Ticker},
@@ -221,6 +224,14 @@ impl PoolObj {
             self.settled.notify_all();
         }
     }
+}
+
+/// Why no data block was allocated.
+pub(crate) enum AllocFailure {
+    /// Commit, then try again: the space freed in this transaction may do.
+    CommitFirst,
+    /// The bio's fate: queue (out of data space) or an error.
+    Refused(BioAction),
 }
 
 /// Bios waiting for a provision of their virtual block to finish (dm-thin's
@@ -483,15 +494,21 @@ impl PoolState {
     }
 
     /// dm-thin's `alloc_data_block`: a free data block, or the fate of the
-    /// bio that needed one (queue or error when out of data space).
-    pub(crate) fn alloc_data_block(&mut self) -> Result<u64, BioAction> {
+    /// bio that needed one (queue or error when out of data space). Blocks
+    /// freed in this transaction become allocatable only after a commit, so
+    /// with dirty metadata and no commit yet (`after_commit` false) the
+    /// answer to "no space" is [`AllocFailure::CommitFirst`].
+    pub(crate) fn alloc_data_block(&mut self, after_commit: bool) -> Result<u64, AllocFailure> {
         if !self.mode.mode().may_provision() {
-            return Err(self.mode.unserviceable());
+            return Err(AllocFailure::Refused(self.mode.unserviceable()));
         }
         match self.md.alloc_data_block() {
             Ok(b) => {
                 self.flags.dirty.store(true, Ordering::Release);
                 Ok(b)
+            }
+            Err(CoreError::NoSpace) if !after_commit && self.md.is_dirty() => {
+                Err(AllocFailure::CommitFirst)
             }
             Err(CoreError::NoSpace) => {
                 pr_warn!("{}: no free data space available.\n", self.name());
@@ -500,11 +517,11 @@ impl PoolState {
                     .mode
                     .data_space_exhausted(needs_check, no_space_timeout_secs());
                 self.report(&change);
-                Err(self.mode.unserviceable())
+                Err(AllocFailure::Refused(self.mode.unserviceable()))
             }
             Err(e) => {
                 self.metadata_operation_failed("dm_pool_alloc_data_block", e);
-                Err(BioAction::Error(IoError::Io))
+                Err(AllocFailure::Refused(BioAction::Error(IoError::Io)))
             }
         }
     }
@@ -880,6 +897,11 @@ impl TargetOps for Pool {
         let key = md.key();
         let (pool, table_id) = find_or_create(md, &metadata, &data, parsed.block_size, features)?;
         ti.set_num_flush_bios(1);
+        // Discards sent to the pool device (the thins' passdown) go to the
+        // data device; the thins unmap, so only passdown needs them here.
+        if features.discard_enabled && features.discard_passdown {
+            ti.enable_discards();
+        }
         let table = PoolTableLine {
             metadata_dev: metadata.devnum(),
             data_dev: data.devnum(),
@@ -1015,7 +1037,7 @@ impl TargetOps for Pool {
         self.pool.lock().suspended = false;
     }
 
-    fn presuspend(&self) {
+    fn presuspend(&self, _noflush: bool) {
         self.pool.lock().suspended = true;
     }
 
@@ -1029,6 +1051,16 @@ impl TargetOps for Pool {
 
     fn device(&self) -> &DmDev {
         &self.data
+    }
+
+    /// As dm-thin's `pool_io_hints` for discards: the data device's limits
+    /// with passdown, none without it or with discards off.
+    fn io_hints(&self, limits: &mut QueueLimits<'_>) {
+        if !self.features.discard_enabled {
+            limits.set_discard_granularity(0);
+        } else if !self.features.discard_passdown {
+            limits.set_max_hw_discard_sectors(0);
+        }
     }
 }
 

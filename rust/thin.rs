@@ -24,7 +24,7 @@ use crate::{
     dm_thin_table::{glue_errors, ThinTable, ThinTableLine},
     glue::{
         bio::Bio,
-        dm::{Args, CtrError, DmDev, MapResult, StatusKind, TargetCtx, TargetOps},
+        dm::{Args, CtrError, DmDev, MapResult, QueueLimits, StatusKind, TargetCtx, TargetOps},
     },
     pool::{lookup, to_bytes, SharedPool},
     thin_io::{ThinCounters, ThinIo, ThinIoConfig},
@@ -151,8 +151,50 @@ impl TargetOps for Thin {
         write_thin_status(out, &status)
     }
 
+    fn presuspend(&self, noflush: bool) {
+        if noflush {
+            self.io.start_noflush_suspend();
+        }
+    }
+
+    fn presuspend_undo(&self) {
+        self.io.end_noflush_suspend();
+    }
+
+    fn resume(&self) {
+        self.io.end_noflush_suspend();
+    }
+
     fn device(&self) -> &DmDev {
         &self.pool_dev
+    }
+
+    /// As dm-thin's `thin_io_hints`: discards in whole blocks, up to 1024
+    /// blocks per bio.
+    fn io_hints(&self, limits: &mut QueueLimits<'_>) {
+        let (enabled, block_sectors) = {
+            let st = self.pool.lock();
+            (
+                st.features().discard_enabled,
+                st.metadata().data_block_size(),
+            )
+        };
+        if enabled {
+            limits.set_discard_granularity(block_sectors.saturating_mul(512));
+            limits.set_max_hw_discard_sectors(block_sectors.saturating_mul(1024));
+        }
+    }
+
+    /// A thin volume may be larger than its pool: like dm-thin, report the
+    /// pool's data size as the part of the pool device in use.
+    fn device_len(&self, _ti_len: u64) -> Option<u64> {
+        let st = self.pool.lock();
+        let md = st.metadata();
+        let sectors = md
+            .data_usage()
+            .total
+            .saturating_mul(md.data_block_size().into());
+        (sectors > 0).then_some(sectors)
     }
 }
 

@@ -44,7 +44,7 @@ use crate::{
         dm::{BdevHandle, MapResult},
     },
     mapping_cache::{slots_for, CachedMapping, MappingCache},
-    pool::{PoolState, SharedPool},
+    pool::{AllocFailure, PoolState, SharedPool},
 };
 
 /// Counters of one thin target, shown in debugfs
@@ -86,9 +86,10 @@ pub(crate) struct ThinIo {
     discard_passdown: bool,
     slots: KVVec<AtomicU64>,
     queues: CpuQueues<ThinIo>,
-    /// Bios waiting for data space (out-of-data-space, queue policy).
+    /// Bios waiting for data space (out-of-data-space, queue policy), and
+    /// whether a noflush suspend is under way (then dm takes them back).
     #[pin]
-    held: SpinLock<BioList>,
+    held: SpinLock<(BioList, bool)>,
     pub(crate) counters: Arc<ThinCounters>,
 }
 
@@ -123,7 +124,7 @@ impl ThinIo {
                 discard_passdown: cfg.discard_passdown,
                 slots,
                 queues,
-                held <- new_spinlock!(BioList::new(), "rthin_held"),
+                held <- new_spinlock!((BioList::new(), false), "rthin_held"),
                 counters,
             }),
             GFP_KERNEL,
@@ -154,15 +155,51 @@ impl ThinIo {
         self.queues.flush();
     }
 
+    /// Holds a bio until data space appears; during a noflush suspend, dm
+    /// takes it back instead.
+    fn hold(&self, bio: OwnedBio) {
+        let mut held = self.held.lock();
+        if held.1 {
+            drop(held);
+            bio.requeue_to_dm();
+        } else {
+            held.0.push(bio);
+        }
+    }
+
+    fn take_held(&self) -> BioList {
+        core::mem::take(&mut self.held.lock().0)
+    }
+
     /// Hands the bios held for data space back to the workers.
     pub(crate) fn requeue_held(&self) {
-        let mut held = core::mem::take(&mut *self.held.lock());
+        let mut held = self.take_held();
         self.queues.push_list(&self.pool.wq, &mut held);
+    }
+
+    /// A noflush suspend begins (dm-thin's `do_noflush_start`): held bios,
+    /// and any the workers would hold from now on, go back to dm, which
+    /// reissues them after the resume, so the suspend does not wait for
+    /// space.
+    pub(crate) fn start_noflush_suspend(&self) {
+        let mut held = {
+            let mut h = self.held.lock();
+            h.1 = true;
+            core::mem::take(&mut h.0)
+        };
+        while let Some(bio) = held.pop() {
+            bio.requeue_to_dm();
+        }
+    }
+
+    /// The noflush suspend ended (resumed or cancelled).
+    pub(crate) fn end_noflush_suspend(&self) {
+        self.held.lock().1 = false;
     }
 
     /// Completes the bios held for data space with `error`.
     pub(crate) fn error_held(&self, error: IoError) {
-        let mut held = core::mem::take(&mut *self.held.lock());
+        let mut held = self.take_held();
         while let Some(bio) = held.pop() {
             bio.complete(Some(error));
         }
@@ -247,8 +284,8 @@ impl ThinIo {
             return;
         }
         match bio.view().kind() {
-            BioKind::Read => self.process_rw(bio, BioDir::Read),
-            BioKind::Write => self.process_rw(bio, BioDir::Write),
+            BioKind::Read => self.process_rw(bio, BioDir::Read, false),
+            BioKind::Write => self.process_rw(bio, BioDir::Write, false),
             BioKind::EmptyFlush => match self.commit_for(true) {
                 Ok(()) => {
                     bio.view().set_bdev(self.pool_bdev);
@@ -261,7 +298,9 @@ impl ThinIo {
         }
     }
 
-    fn process_rw(&self, bio: OwnedBio, dir: BioDir) {
+    /// A read or write; `after_commit` once a provision for it committed to
+    /// free space (see `PoolState::alloc_data_block`).
+    fn process_rw(&self, bio: OwnedBio, dir: BioDir, after_commit: bool) {
         let mut bio = bio;
         let sector = bio.view().sector();
         let vblock = self.geometry.block_of(sector);
@@ -308,11 +347,11 @@ impl ThinIo {
             }
             (BioAction::Provision | BioAction::BreakSharing, _) => {
                 let old = found.map(|r| r.mapping.data_block);
-                self.provision(st, bio, vblock, old);
+                self.provision(st, bio, vblock, old, after_commit);
             }
             (BioAction::Queue, _) => {
                 drop(st);
-                self.held.lock().push(bio);
+                self.hold(bio);
             }
             (BioAction::Error(e), _) => {
                 drop(st);
@@ -336,13 +375,21 @@ impl ThinIo {
         mut bio: OwnedBio,
         vblock: u64,
         old: Option<u64>,
+        after_commit: bool,
     ) {
-        let data_block = match st.alloc_data_block() {
+        let data_block = match st.alloc_data_block(after_commit) {
             Ok(b) => b,
-            Err(action) => {
+            Err(AllocFailure::CommitFirst) => {
+                drop(st);
+                let _ = self.pool.lock_settled().commit();
+                // Start over: the block may have been mapped meanwhile.
+                self.process_rw(bio, BioDir::Write, true);
+                return;
+            }
+            Err(AllocFailure::Refused(action)) => {
                 drop(st);
                 match action {
-                    BioAction::Queue => self.held.lock().push(bio),
+                    BioAction::Queue => self.hold(bio),
                     BioAction::Error(e) => bio.complete(Some(e)),
                     _ => bio.complete(Some(IoError::Io)),
                 }

@@ -303,6 +303,17 @@ impl OwnedBio {
         }
     }
 
+    /// Hands the bio back to dm, which issues it again after the device
+    /// resumes (`BLK_STS_DM_REQUEUE`; only during a noflush suspend).
+    pub(crate) fn requeue_to_dm(self) {
+        let raw = self.into_raw();
+        // SAFETY: we own the bio and end it exactly once.
+        unsafe {
+            (*raw).bi_status = dm::RTHIN_BLK_STS_DM_REQUEUE;
+            bindings::bio_endio(raw);
+        }
+    }
+
     /// Fills the bio's pages with zeroes (a read of an unprovisioned block).
     pub(crate) fn zero_fill(&mut self) {
         // SAFETY: we own the bio; its pages are ours to write until it ends.

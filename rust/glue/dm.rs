@@ -357,15 +357,37 @@ pub(crate) trait TargetOps: Sized + Send + Sync + 'static {
     }
     /// After the table went live.
     fn resume(&self) {}
-    /// Before the device is suspended.
-    fn presuspend(&self) {}
+    /// Before the device is suspended; `noflush` for a suspend that keeps
+    /// queued I/O for after the resume (`dmsetup suspend --noflush`).
+    fn presuspend(&self, _noflush: bool) {}
     /// A suspend was cancelled after `presuspend`.
     fn presuspend_undo(&self) {}
     /// After the device was suspended (no I/O in flight).
     fn postsuspend(&self) {}
-    /// The one device under the target and how many sectors of it are used,
-    /// for dm's queue-limit stacking.
+    /// The one device under the target, for dm's queue-limit stacking.
     fn device(&self) -> &DmDev;
+    /// Adjusts the limits dm stacked from the device.
+    fn io_hints(&self, _limits: &mut QueueLimits<'_>) {}
+    /// How many sectors of [`Self::device`] the target uses (by default its
+    /// own length `ti_len`); `None` reports no device.
+    fn device_len(&self, ti_len: u64) -> Option<u64> {
+        Some(ti_len)
+    }
+}
+
+/// The queue limits dm computed for a target's device, lent to `io_hints`.
+pub(crate) struct QueueLimits<'a>(&'a mut bindings::queue_limits);
+
+impl QueueLimits<'_> {
+    /// Discards are accepted in units of `bytes` (0: not at all).
+    pub(crate) fn set_discard_granularity(&mut self, bytes: u32) {
+        self.0.discard_granularity = bytes;
+    }
+
+    /// The largest discard the device takes, in sectors (0: none).
+    pub(crate) fn set_max_hw_discard_sectors(&mut self, sectors: u32) {
+        self.0.max_hw_discard_sectors = sectors;
+    }
 }
 
 /// A registered target type for `T`; unregistered on drop.
@@ -395,6 +417,7 @@ impl<T: TargetOps> TargetType<T> {
         tt.map = Some(map_trampoline::<T>);
         tt.status = Some(status_trampoline::<T>);
         tt.iterate_devices = Some(iterate_devices_trampoline::<T>);
+        tt.io_hints = Some(io_hints_trampoline::<T>);
         if T::HAS_MESSAGE {
             tt.message = Some(message_trampoline::<T>);
         }
@@ -616,8 +639,10 @@ unsafe extern "C" fn resume_trampoline<T: TargetOps>(ti: *mut dm::dm_target) {
 /// # Safety
 /// Called by dm only, between `ctr` and `dtr`.
 unsafe extern "C" fn presuspend_trampoline<T: TargetOps>(ti: *mut dm::dm_target) {
-    // SAFETY: called between ctr and dtr.
-    unsafe { private::<T>(ti) }.presuspend();
+    // SAFETY: called between ctr and dtr; `dm_noflush_suspending` only
+    // reads the suspend flags of the target's device.
+    let (target, noflush) = unsafe { (private::<T>(ti), dm::dm_noflush_suspending(ti)) };
+    target.presuspend(noflush != 0);
 }
 
 /// dm's `presuspend_undo` callback for `T`.
@@ -638,6 +663,22 @@ unsafe extern "C" fn postsuspend_trampoline<T: TargetOps>(ti: *mut dm::dm_target
     unsafe { private::<T>(ti) }.postsuspend();
 }
 
+/// dm's `io_hints` callback for `T`.
+///
+/// # Safety
+/// Called by dm only, between `ctr` and `dtr`, with the limits being built.
+unsafe extern "C" fn io_hints_trampoline<T: TargetOps>(
+    ti: *mut dm::dm_target,
+    limits: *mut bindings::queue_limits,
+) {
+    // SAFETY: called between ctr and dtr; dm lends the limits exclusively
+    // for the call.
+    let (target, limits) = unsafe { (private::<T>(ti), limits.as_mut()) };
+    if let Some(limits) = limits {
+        target.io_hints(&mut QueueLimits(limits));
+    }
+}
+
 /// dm's `iterate_devices` callback for `T`.
 ///
 /// # Safety
@@ -653,6 +694,9 @@ unsafe extern "C" fn iterate_devices_trampoline<T: TargetOps>(
     // SAFETY: called between ctr and dtr with a valid target.
     let (target, len) = unsafe { (private::<T>(ti), (*ti).len) };
     let dev = target.device();
+    let Some(len) = target.device_len(len) else {
+        return 0;
+    };
     // SAFETY: `callout` and `data` come from dm together; the device handle
     // is live for the target's lifetime.
     unsafe { callout(ti, dev.dev.as_ptr(), 0, len, data) }

@@ -13,6 +13,7 @@
 
 const blk_status_t RTHIN_BLK_STS_IOERR = BLK_STS_IOERR;
 const blk_status_t RTHIN_BLK_STS_NOSPC = BLK_STS_NOSPC;
+const blk_status_t RTHIN_BLK_STS_DM_REQUEUE = BLK_STS_DM_REQUEUE;
 const blk_opf_t RTHIN_REQ_PREFLUSH = REQ_PREFLUSH;
 const blk_opf_t RTHIN_REQ_FUA = REQ_FUA;
 const blk_opf_t RTHIN_REQ_OP_MASK = REQ_OP_MASK;

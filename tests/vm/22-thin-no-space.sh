@@ -1,0 +1,72 @@
+# SPDX-License-Identifier: GPL-2.0
+# Running out of data space: space freed by a discard is reused at once (the
+# allocator commits first, as dm-thin's alloc_data_block); with
+# queue_if_no_space a write waits, a noflush suspend of the thin does not
+# hang on it, and it completes with its data once the pool grows; with
+# error_if_no_space it fails with ENOSPC. thin_check at the end.
+. /rthin/tests/lib.sh
+
+meta=/dev/ram0
+wipe $meta
+# 2 MiB of data: 32 blocks of 64 KiB, on a linear device we can grow.
+run dmsetup create data --table "0 4096 linear /dev/ram1 0"
+run dmsetup create pool --table "0 4096 rthin-pool $meta /dev/mapper/data 128 0"
+run dmsetup message pool 0 "create_thin 1"
+run dmsetup create thin --table "0 131072 rthin /dev/mapper/pool 1"
+run dd if=/dev/urandom of=/dev/mapper/thin bs=64k count=32 oflag=direct 2>/dev/null
+status=$(dmsetup status pool)
+case $status in *" 32/32 "*) ;; *) fail "expected a full pool: $status" ;; esac
+
+# Discard 4 blocks; writing 4 other blocks reuses their space at once.
+run blkdiscard -o 0 -l $((256 * 1024)) /dev/mapper/thin
+run timeout 20 dd if=/dev/urandom of=/dev/mapper/thin bs=64k seek=100 count=4 oflag=direct 2>/dev/null
+case $(dmsetup status pool) in *" rw "*) ;; *) fail "pool left write mode: $(dmsetup status pool)" ;; esac
+
+# queue_if_no_space: the next new block waits.
+run dd if=/dev/urandom of=/tmp/blk bs=64k count=1 2>/dev/null
+dd if=/tmp/blk of=/dev/mapper/thin bs=64k seek=200 count=1 oflag=direct 2>/dev/null &
+writer=$!
+sleep 2
+kill -0 $writer 2>/dev/null || fail "the write to a full pool did not wait"
+status=$(dmsetup status pool)
+echo "$status"
+case $status in *" out_of_data_space "*) ;; *) fail "pool not out_of_data_space: $status" ;; esac
+expect_dmesg "switching pool to out-of-data-space (queue IO) mode"
+
+# A noflush suspend hands the waiting bio back to dm instead of hanging.
+run timeout 20 dmsetup suspend --noflush thin
+# Grow the data device, then the pool.
+run dmsetup suspend pool
+run dmsetup load data --table "0 8192 linear /dev/ram1 0"
+run dmsetup resume data
+run dmsetup load pool --table "0 8192 rthin-pool $meta /dev/mapper/data 128 0"
+run dmsetup resume pool
+run dmsetup resume thin
+timeout 20 sh -c "wait $writer" 2>/dev/null
+wait $writer || fail "the queued write failed after the pool grew"
+got=$(dd if=/dev/mapper/thin bs=64k skip=200 count=1 iflag=direct 2>/dev/null | md5sum)
+[ "$got" = "$(md5sum </tmp/blk)" ] || fail "the queued write's data is not there"
+status=$(dmsetup status pool)
+echo "$status"
+case $status in *" rw "*) ;; *) fail "pool did not return to write mode: $status" ;; esac
+
+# error_if_no_space: fill the rest, then a new block fails with ENOSPC.
+run dmsetup suspend thin
+run dmsetup suspend pool
+run dmsetup load pool --table "0 8192 rthin-pool $meta /dev/mapper/data 128 0 1 error_if_no_space"
+run dmsetup resume pool
+run dmsetup resume thin
+run dd if=/dev/urandom of=/dev/mapper/thin bs=64k seek=300 count=31 oflag=direct 2>/dev/null
+case $(dmsetup status pool) in *" 64/64 "*) ;; *) fail "expected 64/64: $(dmsetup status pool)" ;; esac
+if out=$(dd if=/dev/zero of=/dev/mapper/thin bs=64k seek=400 count=1 oflag=direct 2>&1); then
+	fail "a write to a full error_if_no_space pool succeeded"
+fi
+echo "$out"
+case $out in *"No space left"*) ;; *) fail "expected ENOSPC, got: $out" ;; esac
+# Mapped blocks stay writable and readable.
+run dd if=/dev/zero of=/dev/mapper/thin bs=64k seek=300 count=1 oflag=direct 2>/dev/null
+
+run dmsetup remove thin
+run dmsetup remove pool
+run dmsetup remove data
+run thin_check $meta
