@@ -896,6 +896,9 @@ impl TargetOps for Pool {
             .ok_or(CtrError::new(EINVAL, glue_errors::ALLOC_POOL))?;
         let key = md.key();
         let (pool, table_id) = find_or_create(md, &metadata, &data, parsed.block_size, features)?;
+        // QUIRK 1: a reload with another block size is accepted and ignored;
+        // the live pool's size is what the table shows and what sizes it.
+        let block_size = pool.lock().metadata().data_block_size();
         ti.set_num_flush_bios(1);
         // Discards sent to the pool device (the thins' passdown) go to the
         // data device; the thins unmap, so only passdown needs them here.
@@ -905,7 +908,7 @@ impl TargetOps for Pool {
         let table = PoolTableLine {
             metadata_dev: metadata.devnum(),
             data_dev: data.devnum(),
-            block_size: parsed.block_size,
+            block_size,
             low_water_blocks: parsed.low_water_blocks,
             requested: parsed.features,
         };
@@ -917,7 +920,7 @@ impl TargetOps for Pool {
             table,
             features,
             table_id,
-            nr_data_blocks: nr_data_blocks(ti.len(), parsed.block_size),
+            nr_data_blocks: nr_data_blocks(ti.len(), block_size),
         })
     }
 

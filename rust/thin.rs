@@ -97,8 +97,6 @@ impl TargetOps for Thin {
                 dev_id: parsed.dev_id,
                 pool_bdev: pool_dev.handle().ok_or(oom)?,
                 geometry,
-                zero_new_blocks: features.zero_new_blocks,
-                discard_passdown: features.discard_passdown,
                 nr_vblocks: geometry.block_of(ti.len()).saturating_add(1),
             };
             let io = ThinIo::new(pool.clone(), cfg).map_err(|_| oom)?;

@@ -82,8 +82,6 @@ pub(crate) struct ThinIo {
     /// the target flushes its workers before releasing the device).
     pool_bdev: BdevHandle,
     geometry: BlockGeometry,
-    zero_new_blocks: bool,
-    discard_passdown: bool,
     slots: KVVec<AtomicU64>,
     queues: CpuQueues<ThinIo>,
     /// Bios waiting for data space (out-of-data-space, queue policy), and
@@ -98,8 +96,6 @@ pub(crate) struct ThinIoConfig {
     pub(crate) dev_id: u32,
     pub(crate) pool_bdev: BdevHandle,
     pub(crate) geometry: BlockGeometry,
-    pub(crate) zero_new_blocks: bool,
-    pub(crate) discard_passdown: bool,
     pub(crate) nr_vblocks: u64,
 }
 
@@ -120,8 +116,6 @@ impl ThinIo {
                 pool,
                 pool_bdev: cfg.pool_bdev,
                 geometry: cfg.geometry,
-                zero_new_blocks: cfg.zero_new_blocks,
-                discard_passdown: cfg.discard_passdown,
                 slots,
                 queues,
                 held <- new_spinlock!((BioList::new(), false), "rthin_held"),
@@ -396,6 +390,8 @@ impl ThinIo {
                 return;
             }
         };
+        // The pool's live features: a reload may change them.
+        let zero_new_blocks = st.features().zero_new_blocks;
         let Ok(epoch) = st.open_cell(self.dev_id, vblock) else {
             st.release_data_block(data_block);
             drop(st);
@@ -435,7 +431,7 @@ impl ThinIo {
                 let from = self.geometry.block_start(from_block).unwrap_or(0);
                 self.pool.kcopyd.copy(self.pool_bdev.raw(), from, to, bs)
             }
-            None if self.zero_new_blocks => self.pool.kcopyd.zero(self.pool_bdev.raw(), to, bs),
+            None if zero_new_blocks => self.pool.kcopyd.zero(self.pool_bdev.raw(), to, bs),
             None => Ok(()),
         };
         match self.end_provision(vblock, data_block, epoch, filled.is_ok(), old.is_some()) {
@@ -536,8 +532,9 @@ impl ThinIo {
             }
         }
         let mut passdown: KVec<u64> = KVec::new();
+        let pass_down = st.features().discard_passdown;
         let unmapped = st.unmap_range(self, first, end, |data_block| {
-            if self.discard_passdown {
+            if pass_down {
                 // A failed push only loses the passdown of this block.
                 let _ = passdown.push(data_block, GFP_KERNEL);
             }

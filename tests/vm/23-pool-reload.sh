@@ -1,0 +1,47 @@
+# SPDX-License-Identifier: GPL-2.0
+# Reloading a live pool, as dm-thin: another block size is accepted and
+# ignored (QUIRK 1: the table keeps showing the live size); discards cannot
+# be turned off once on; features such as skip_block_zeroing take effect for
+# thin volumes that are already active.
+. /rthin/tests/lib.sh
+
+meta=/dev/ram0 data=/dev/ram1
+size=$(sectors $data)
+wipe $meta
+run dd if=/dev/urandom of=$data bs=1M count=4 2>/dev/null
+run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
+run dmsetup message pool 0 "create_thin 1"
+run dmsetup create thin --table "0 $size rthin /dev/mapper/pool 1"
+
+# Block size 256 on reload: accepted, ignored.
+run dmsetup load pool --table "0 $size rthin-pool $meta $data 256 0"
+run dmsetup suspend pool
+run dmsetup resume pool
+table=$(dmsetup table pool)
+[ "$table" = "0 $size rthin-pool 1:0 1:1 128 0 0 " ] || fail "block size changed on reload: $table"
+case $(dmsetup status pool) in *" 0/$((size / 128)) "*) ;; *) fail "data blocks resized: $(dmsetup status pool)" ;; esac
+
+# Discards cannot be disabled once enabled.
+expect_error "Invalid argument" dmsetup load pool --table "0 $size rthin-pool $meta $data 128 0 1 ignore_discard"
+expect_dmesg "Discard support cannot be disabled once enabled"
+
+# skip_block_zeroing on reload applies to the active thin: the rest of a
+# block provisioned by a 4 KiB write shows the data device's old bytes.
+run dmsetup load pool --table "0 $size rthin-pool $meta $data 128 0 1 skip_block_zeroing"
+run dmsetup suspend pool
+run dmsetup resume pool
+run dd if=/dev/urandom of=/tmp/small bs=4k count=1 2>/dev/null
+run dd if=/tmp/small of=/dev/mapper/thin bs=4k seek=$((7 * 16)) oflag=direct 2>/dev/null
+sleep 3 # the waker commits
+run dd if=$meta of=/tmp/meta.img bs=1M 2>/dev/null
+run thin_dump /tmp/meta.img >/tmp/dump.xml
+rm -f /tmp/meta.img
+data_block=$(sed -n 's/.*origin_block="7" data_block="\([0-9]*\)".*/\1/p' /tmp/dump.xml)
+[ -n "$data_block" ] || fail "no mapping for block 7: $(grep -A3 'dev_id="1"' /tmp/dump.xml)"
+got=$(dd if=/dev/mapper/thin bs=4k skip=$((7 * 16 + 1)) count=15 iflag=direct 2>/dev/null | md5sum)
+want=$(dd if=$data bs=4k skip=$((data_block * 16 + 1)) count=15 iflag=direct 2>/dev/null | md5sum)
+[ "$got" = "$want" ] || fail "skip_block_zeroing did not apply to the active thin"
+
+run dmsetup remove thin
+run dmsetup remove pool
+run thin_check $meta
