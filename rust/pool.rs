@@ -226,6 +226,11 @@ impl PoolObj {
     }
 }
 
+/// Provisions in flight per pool at most. The cell table is allocated with
+/// the pool, so the I/O path never allocates for it; a provision beyond this
+/// waits on its thin's list until a cell closes.
+const CELL_CAPACITY: usize = 256;
+
 /// Why no data block was allocated.
 pub(crate) enum AllocFailure {
     /// Commit, then try again: the space freed in this transaction may do.
@@ -274,8 +279,10 @@ pub(crate) struct PoolState {
     features: PoolFeatures,
     /// The I/O state of every constructed thin target.
     thins: KVec<Arc<ThinIo>>,
-    /// Virtual blocks being provisioned.
+    /// Virtual blocks being provisioned (capacity [`CELL_CAPACITY`]).
     cells: KVec<Cell>,
+    /// Some thin holds bios that found the cell table full.
+    waiting_for_cells: bool,
     /// Provisions between allocating their block and mapping it.
     inflight: usize,
     /// Committers waiting for `inflight` to reach zero.
@@ -462,30 +469,50 @@ impl PoolState {
         }
     }
 
+    /// True if a provision can open a cell now; otherwise the caller holds
+    /// its bio ([`ThinIo`]'s cell waiters) until [`Self::close_cell`] hands
+    /// the waiters back.
+    pub(crate) fn cell_available(&mut self) -> bool {
+        let available = self.cells.len() < self.cells.capacity();
+        if !available {
+            self.waiting_for_cells = true;
+        }
+        available
+    }
+
     /// Starts a provision of `(dev, vblock)`: later bios to it park until
     /// [`Self::close_cell`]. Returns the metadata epoch to check at the end.
-    pub(crate) fn open_cell(&mut self, dev: u32, vblock: u64) -> Result<u64, Error> {
+    /// Never allocates: the caller checked [`Self::cell_available`].
+    pub(crate) fn open_cell(&mut self, dev: u32, vblock: u64) -> Option<u64> {
         let cell = Cell {
             dev,
             vblock,
             parked: BioList::new(),
         };
-        self.cells.push(cell, GFP_KERNEL)?;
+        self.cells.push_within_capacity(cell).ok()?;
         self.inflight += 1;
-        Ok(self.epoch)
+        Some(self.epoch)
     }
 
-    /// Ends a provision; returns the bios that parked on it.
+    /// Ends a provision; returns the bios that parked on it. Bios that
+    /// waited for a free cell go back to their workers.
     pub(crate) fn close_cell(&mut self, dev: u32, vblock: u64) -> BioList {
         self.inflight = self.inflight.saturating_sub(1);
-        match self
+        let parked = match self
             .cells
             .iter()
             .position(|c| c.dev == dev && c.vblock == vblock)
         {
             Some(i) => self.cells.remove(i).map(|c| c.parked).unwrap_or_default(),
             None => BioList::new(),
+        };
+        if self.waiting_for_cells {
+            self.waiting_for_cells = false;
+            for t in self.thins.iter() {
+                t.requeue_cell_waiters();
+            }
         }
+        parked
     }
 
     /// The metadata epoch (see [`Self::open_cell`]).
@@ -791,7 +818,8 @@ fn find_or_create(
         last_table_id: 1,
         features,
         thins: KVec::new(),
-        cells: KVec::new(),
+        cells: KVec::with_capacity(CELL_CAPACITY, GFP_KERNEL).map_err(|_| alloc)?,
+        waiting_for_cells: false,
         inflight: 0,
         committers: 0,
         epoch: 0,

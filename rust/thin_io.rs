@@ -88,6 +88,9 @@ pub(crate) struct ThinIo {
     /// whether a noflush suspend is under way (then dm takes them back).
     #[pin]
     held: SpinLock<(BioList, bool)>,
+    /// Bios that found the pool's cell table full.
+    #[pin]
+    cell_waiters: SpinLock<BioList>,
     pub(crate) counters: Arc<ThinCounters>,
 }
 
@@ -119,6 +122,7 @@ impl ThinIo {
                 slots,
                 queues,
                 held <- new_spinlock!((BioList::new(), false), "rthin_held"),
+                cell_waiters <- new_spinlock!(BioList::new(), "rthin_cell_waiters"),
                 counters,
             }),
             GFP_KERNEL,
@@ -163,6 +167,12 @@ impl ThinIo {
 
     fn take_held(&self) -> BioList {
         core::mem::take(&mut self.held.lock().0)
+    }
+
+    /// Hands the bios that waited for a free cell back to the workers.
+    pub(crate) fn requeue_cell_waiters(&self) {
+        let mut waiters = core::mem::take(&mut *self.cell_waiters.lock());
+        self.queues.push_list(&self.pool.wq, &mut waiters);
     }
 
     /// Hands the bios held for data space back to the workers.
@@ -371,6 +381,11 @@ impl ThinIo {
         old: Option<u64>,
         after_commit: bool,
     ) {
+        if !st.cell_available() {
+            // Pushed under the pool lock: the next `close_cell` requeues it.
+            self.cell_waiters.lock().push(bio);
+            return;
+        }
         let data_block = match st.alloc_data_block(after_commit) {
             Ok(b) => b,
             Err(AllocFailure::CommitFirst) => {
@@ -392,7 +407,7 @@ impl ThinIo {
         };
         // The pool's live features: a reload may change them.
         let zero_new_blocks = st.features().zero_new_blocks;
-        let Ok(epoch) = st.open_cell(self.dev_id, vblock) else {
+        let Some(epoch) = st.open_cell(self.dev_id, vblock) else {
             st.release_data_block(data_block);
             drop(st);
             bio.complete(Some(IoError::Io));
