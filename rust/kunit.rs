@@ -151,6 +151,16 @@ mod core_suite {
     }
 
     #[test]
+    fn dm_events_data_low_water_once() {
+        assert!(crate::dm_events::selftest::data_low_water_once());
+    }
+
+    #[test]
+    fn dm_events_metadata_low_water_edges() {
+        assert!(crate::dm_events::selftest::metadata_low_water_edges());
+    }
+
+    #[test]
     fn block_geometry_arithmetic() {
         assert!(crate::block_geometry::selftest::arithmetic());
     }

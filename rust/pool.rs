@@ -35,6 +35,7 @@ use crate::{
     checksum::BlockKind,
     core_error::CoreError,
     dm_errno::{EBUSY, EINVAL, ENOMEM, EPERM},
+    dm_events::{DataLowWater, MetadataLowWater},
     dm_message::PoolMessage,
     dm_pool_mode::{BindRequest, BioAction, IoError, ModeChange, PoolMode, PoolModeState},
     dm_pool_table::{
@@ -48,8 +49,8 @@ use crate::{
         bufio::BufioStore,
         deferred::IoQueue,
         dm::{
-            Args, CtrError, DmDev, MapResult, MdKey, QueueLimits, StatusKind, TableMd, TargetCtx,
-            TargetOps,
+            Args, CtrError, DmDev, MapResult, MdKey, QueueLimits, StatusKind, TableMd, TableRef,
+            TargetCtx, TargetOps,
         },
         kcopyd::Kcopyd,
         registry,
@@ -273,6 +274,14 @@ pub(crate) struct PoolState {
     suspended: bool,
     /// Id of the table bound at the last preresume (0: none yet).
     bound_table: u64,
+    /// That table, for dm events; `None` once it is gone.
+    event_table: Option<TableRef>,
+    /// The bound table's data low-water mark, in blocks.
+    low_water_blocks: u64,
+    /// Data low-water event state.
+    data_low_water: DataLowWater,
+    /// Metadata low-water event state.
+    metadata_low_water: MetadataLowWater,
     /// Last table id handed out.
     last_table_id: u64,
     /// Live (adjusted) features of the bound table.
@@ -317,6 +326,7 @@ impl PoolState {
             );
         }
         if change.notify {
+            self.raise_event();
             pr_info!("{}: {}\n", self.name(), Show(|f| change.write_log(f)));
         }
         self.flags
@@ -339,6 +349,33 @@ impl PoolState {
             if self.no_space_deadline.is_none() && secs > 0 {
                 self.no_space_deadline = Some((Instant::now(), secs));
             }
+        }
+    }
+
+    /// Raises a dm event on the bound table.
+    fn raise_event(&self) {
+        if let Some(t) = self.event_table {
+            t.event();
+        }
+    }
+
+    /// The metadata low-water threshold, checked after metadata changes.
+    fn check_metadata_low_water(&mut self) {
+        let free = self.md.metadata_usage().free;
+        let dev_blocks = self
+            .md
+            .store()
+            .nr_blocks()
+            .min(METADATA_MAX_SECTORS / METADATA_BLOCK_SECTORS);
+        if self
+            .metadata_low_water
+            .check(free, metadata_low_water_threshold(dev_blocks))
+        {
+            pr_warn!(
+                "{}: reached low water mark for metadata device: sending event.\n",
+                self.name()
+            );
+            self.raise_event();
         }
     }
 
@@ -529,6 +566,14 @@ impl PoolState {
         if !self.mode.mode().may_provision() {
             return Err(AllocFailure::Refused(self.mode.unserviceable()));
         }
+        let free = self.md.data_usage().free;
+        if self.data_low_water.check(free, self.low_water_blocks) {
+            pr_warn!(
+                "{}: reached low water mark for data device: sending event.\n",
+                self.name()
+            );
+            self.raise_event();
+        }
         match self.md.alloc_data_block() {
             Ok(b) => {
                 self.flags.dirty.store(true, Ordering::Release);
@@ -565,6 +610,7 @@ impl PoolState {
         match self.md.insert_mapping(dev.into(), vblock, b) {
             Ok(()) => {
                 self.flags.dirty.store(true, Ordering::Release);
+                self.check_metadata_low_water();
                 Ok(())
             }
             Err(e) => {
@@ -680,6 +726,7 @@ impl PoolState {
         };
         match result {
             Ok(()) => {
+                self.check_metadata_low_water();
                 // dm-thin ignores the commit's result here.
                 let _ = self.commit();
                 Ok(())
@@ -721,6 +768,8 @@ pub(crate) struct Pool {
     features: PoolFeatures,
     table_id: u64,
     nr_data_blocks: u64,
+    /// This table, for dm events while it is the bound one.
+    event_table: Option<TableRef>,
 }
 
 /// Opens (or formats) the metadata of a new pool object.
@@ -815,6 +864,10 @@ fn find_or_create(
         mode: PoolModeState::new(),
         suspended: true,
         bound_table: 0,
+        event_table: None,
+        low_water_blocks: 0,
+        data_low_water: DataLowWater::default(),
+        metadata_low_water: MetadataLowWater::default(),
         last_table_id: 1,
         features,
         thins: KVec::new(),
@@ -871,6 +924,12 @@ impl Drop for Pool {
     fn drop(&mut self) {
         // __pool_dec: the entry goes with the last table; the object itself
         // with the last reference (a thin may still hold one).
+        {
+            let mut st = self.pool.lock();
+            if st.bound_table == self.table_id {
+                st.event_table = None;
+            }
+        }
         let Ok(mut pools) = registry::lock() else {
             return;
         };
@@ -949,6 +1008,7 @@ impl TargetOps for Pool {
             features,
             table_id,
             nr_data_blocks: nr_data_blocks(ti.len(), block_size),
+            event_table: ti.table(),
         })
     }
 
@@ -1026,6 +1086,8 @@ impl TargetOps for Pool {
             }
         };
         st.bound_table = self.table_id;
+        st.event_table = self.event_table;
+        st.low_water_blocks = self.table.low_water_blocks;
         st.features = self.features;
         let needs_check = st.md.needs_check();
         let change = st.mode.bind(
@@ -1065,7 +1127,9 @@ impl TargetOps for Pool {
     }
 
     fn resume(&self) {
-        self.pool.lock().suspended = false;
+        let mut st = self.pool.lock();
+        st.suspended = false;
+        st.data_low_water.rearm();
     }
 
     fn presuspend(&self, _noflush: bool) {

@@ -26,6 +26,8 @@ pub mod codec;
 pub mod core_error;
 #[path = "core/src/dm_errno.rs"]
 pub mod dm_errno;
+#[path = "core/src/dm_events.rs"]
+pub mod dm_events;
 #[path = "core/src/dm_message.rs"]
 pub mod dm_message;
 #[path = "core/src/dm_pool_mode.rs"]

@@ -95,6 +95,27 @@ impl TableMd {
     }
 }
 
+/// The table a target belongs to, for raising dm events on it. The table
+/// lives as long as its targets; whoever keeps a `TableRef` drops it before
+/// the target that gave it goes (the pool forgets its bound table's
+/// reference in the pool target's destructor).
+#[derive(Clone, Copy)]
+pub(crate) struct TableRef(NonNull<dm::dm_table>);
+
+// SAFETY: `dm_table_event` may be called from any process context while the
+// table exists (see the type's doc for why it does).
+unsafe impl Send for TableRef {}
+// SAFETY: as above.
+unsafe impl Sync for TableRef {}
+
+impl TableRef {
+    /// Raises a dm event (what `dmsetup wait` and dmeventd wait for).
+    pub(crate) fn event(self) {
+        // SAFETY: the table exists (type doc).
+        unsafe { dm::dm_table_event(self.0.as_ptr()) };
+    }
+}
+
 /// A counted reference on the mapped device behind a block device
 /// (`dm_get_md`), dropped with `dm_put`.
 pub(crate) struct MdRef(NonNull<dm::mapped_device>);
@@ -259,6 +280,12 @@ impl TargetCtx<'_> {
         // SAFETY: `ti` and its table are valid during ctr; the table's
         // mapped device outlives it.
         NonNull::new(unsafe { dm::dm_table_get_md(self.ti.as_ref().table) }).map(TableMd)
+    }
+
+    /// The table being built, for events once the target is live.
+    pub(crate) fn table(&self) -> Option<TableRef> {
+        // SAFETY: `ti` is valid during ctr; dm set its table before ctr.
+        NonNull::new(unsafe { self.ti.as_ref().table }).map(TableRef)
     }
 
     /// The target's length in sectors.

@@ -3,17 +3,26 @@
 # allocator commits first, as dm-thin's alloc_data_block); with
 # queue_if_no_space a write waits, a noflush suspend of the thin does not
 # hang on it, and it completes with its data once the pool grows; with
-# error_if_no_space it fails with ENOSPC. thin_check at the end.
+# error_if_no_space it fails with ENOSPC. dm events (what dmeventd waits
+# for) mark the low-water mark and each mode change. thin_check at the end.
 . /rthin/tests/lib.sh
 
 meta=/dev/ram0
 wipe $meta
 # 2 MiB of data: 32 blocks of 64 KiB, on a linear device we can grow.
 run dmsetup create data --table "0 4096 linear /dev/ram1 0"
-run dmsetup create pool --table "0 4096 rthin-pool $meta /dev/mapper/data 128 0"
+# Low-water mark: 4 free blocks.
+run dmsetup create pool --table "0 4096 rthin-pool $meta /dev/mapper/data 128 4"
 run dmsetup message pool 0 "create_thin 1"
 run dmsetup create thin --table "0 131072 rthin /dev/mapper/pool 1"
-run dd if=/dev/urandom of=/dev/mapper/thin bs=64k count=32 oflag=direct 2>/dev/null
+events() { dmsetup info -c --noheadings -o events pool | tr -d ' '; }
+ev0=$(events)
+run dd if=/dev/urandom of=/dev/mapper/thin bs=64k count=27 oflag=direct 2>/dev/null
+[ "$(events)" = "$ev0" ] || fail "event before the low-water mark (5 blocks free)"
+run dd if=/dev/urandom of=/dev/mapper/thin bs=64k seek=27 count=5 oflag=direct 2>/dev/null
+ev1=$(events)
+[ "$ev1" = $((ev0 + 1)) ] || fail "expected one low-water event, events went $ev0 -> $ev1"
+expect_dmesg "reached low water mark for data device: sending event."
 status=$(dmsetup status pool)
 case $status in *" 32/32 "*) ;; *) fail "expected a full pool: $status" ;; esac
 
@@ -32,6 +41,7 @@ status=$(dmsetup status pool)
 echo "$status"
 case $status in *" out_of_data_space "*) ;; *) fail "pool not out_of_data_space: $status" ;; esac
 expect_dmesg "switching pool to out-of-data-space (queue IO) mode"
+[ "$(events)" -gt "$ev1" ] || fail "no event for the switch to out-of-data-space"
 
 # A noflush suspend hands the waiting bio back to dm instead of hanging.
 run timeout 20 dmsetup suspend --noflush thin
@@ -39,7 +49,7 @@ run timeout 20 dmsetup suspend --noflush thin
 run dmsetup suspend pool
 run dmsetup load data --table "0 8192 linear /dev/ram1 0"
 run dmsetup resume data
-run dmsetup load pool --table "0 8192 rthin-pool $meta /dev/mapper/data 128 0"
+run dmsetup load pool --table "0 8192 rthin-pool $meta /dev/mapper/data 128 4"
 run dmsetup resume pool
 run dmsetup resume thin
 timeout 20 sh -c "wait $writer" 2>/dev/null

@@ -24,6 +24,7 @@ pub mod checksum;
 pub mod codec;
 pub mod core_error;
 pub mod dm_errno;
+pub mod dm_events;
 pub mod dm_message;
 pub mod dm_pool_mode;
 pub mod dm_pool_table;
