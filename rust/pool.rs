@@ -379,6 +379,82 @@ impl PoolState {
         }
     }
 
+    /// dm-thin's `maybe_resize_data_dev`: grows the data space map to the
+    /// table's size; true if a commit is due.
+    fn maybe_resize_data(&mut self, nr_data_blocks: u64) -> Result<bool> {
+        let current = self.md.data_usage().total;
+        if nr_data_blocks < current {
+            pr_err!(
+                "{}: pool target ({} blocks) too small: expected {}\n",
+                self.name(),
+                nr_data_blocks,
+                current
+            );
+            return Err(Error::from_errno(-EINVAL));
+        }
+        if nr_data_blocks == current {
+            return Ok(false);
+        }
+        if self.md.needs_check() {
+            pr_err!(
+                "{}: unable to grow the data device until repaired.\n",
+                self.name()
+            );
+            return Ok(false);
+        }
+        if let Err(e) = self.md.resize_data(nr_data_blocks) {
+            pr_err!("{}: failed to resize data device\n", self.name());
+            self.metadata_operation_failed("dm_pool_resize_data_dev", e);
+            return Err(Error::from_errno(-e.errno()));
+        }
+        Ok(true)
+    }
+
+    /// dm-thin's `maybe_resize_metadata_dev`: grows the metadata space map to
+    /// the metadata device's current size; true if a commit is due.
+    fn maybe_resize_metadata(&mut self) -> Result<bool> {
+        let dev_blocks = self
+            .md
+            .store_mut()
+            .refresh_size()
+            .min(METADATA_MAX_SECTORS / METADATA_BLOCK_SECTORS);
+        let current = self.md.metadata_usage().total;
+        if dev_blocks < current {
+            pr_err!(
+                "{}: metadata device ({} blocks) too small: expected {}\n",
+                self.name(),
+                dev_blocks,
+                current
+            );
+            return Err(Error::from_errno(-EINVAL));
+        }
+        if dev_blocks == current {
+            return Ok(false);
+        }
+        if self.md.needs_check() {
+            pr_err!(
+                "{}: unable to grow the metadata device until repaired.\n",
+                self.name()
+            );
+            return Ok(false);
+        }
+        pr_info!(
+            "{}: growing the metadata device from {} to {} blocks\n",
+            self.name(),
+            current,
+            dev_blocks
+        );
+        let change = self
+            .mode
+            .metadata_grew(self.md.needs_check(), no_space_timeout_secs());
+        self.report(&change);
+        if let Err(e) = self.md.resize_metadata(dev_blocks) {
+            self.metadata_operation_failed("dm_pool_resize_metadata_dev", e);
+            return Err(Error::from_errno(-e.errno()));
+        }
+        Ok(true)
+    }
+
     /// dm-thin's no-space timer, checked by the waker: once the pool has
     /// queued for `no_space_timeout` seconds, queued and new bios error.
     fn check_no_space_deadline(&mut self) {
@@ -1097,30 +1173,9 @@ impl TargetOps for Pool {
             no_space_timeout_secs(),
         );
         st.report(&change);
-        // maybe_resize_data_dev.
-        let current = st.md.data_usage().total;
-        if self.nr_data_blocks < current {
-            pr_err!(
-                "{}: pool target ({} blocks) too small: expected {}\n",
-                st.name(),
-                self.nr_data_blocks,
-                current
-            );
-            return Err(Error::from_errno(-EINVAL));
-        }
-        if self.nr_data_blocks > current {
-            if st.md.needs_check() {
-                pr_err!(
-                    "{}: unable to grow the data device until repaired.\n",
-                    st.name()
-                );
-                return Ok(());
-            }
-            if let Err(e) = st.md.resize_data(self.nr_data_blocks) {
-                pr_err!("{}: failed to resize data device\n", st.name());
-                st.metadata_operation_failed("dm_pool_resize_data_dev", e);
-                return Err(Error::from_errno(-e.errno()));
-            }
+        let grew_data = st.maybe_resize_data(self.nr_data_blocks)?;
+        let grew_metadata = st.maybe_resize_metadata()?;
+        if grew_data || grew_metadata {
             let _ = st.commit();
         }
         Ok(())

@@ -113,6 +113,15 @@ impl BufioStore {
         Ok(Self { client, nr_blocks })
     }
 
+    /// Re-reads the device size (it may have grown since the client was
+    /// created) and returns it in blocks; the store never shrinks.
+    pub(crate) fn refresh_size(&mut self) -> u64 {
+        // SAFETY: the client is valid for the store's lifetime.
+        let now = unsafe { dm::dm_bufio_get_device_size(self.client.as_ptr()) };
+        self.nr_blocks = self.nr_blocks.max(now);
+        now
+    }
+
     /// Holds block `b`: read from media (`dm_bufio_read`) or, if `new`, set
     /// up without reading (`dm_bufio_new`).
     fn get(&self, b: u64, new: bool) -> CoreResult<(NonNull<dm::dm_buffer>, NonNull<u8>, &Aux)> {

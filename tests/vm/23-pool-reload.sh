@@ -2,7 +2,8 @@
 # Reloading a live pool, as dm-thin: another block size is accepted and
 # ignored (QUIRK 1: the table keeps showing the live size); discards cannot
 # be turned off once on; features such as skip_block_zeroing take effect for
-# thin volumes that are already active.
+# thin volumes that are already active; a grown metadata device grows the
+# metadata space map, a shrunk one is refused.
 . /rthin/tests/lib.sh
 
 meta=/dev/ram0 data=/dev/ram1
@@ -44,4 +45,34 @@ want=$(dd if=$data bs=4k skip=$((data_block * 16 + 1)) count=15 iflag=direct 2>/
 
 run dmsetup remove thin
 run dmsetup remove pool
+run thin_check $meta
+
+# Metadata on a 4 MiB linear device (1024 blocks), grown to 8 MiB.
+wipe $meta
+run dmsetup create meta --table "0 8192 linear $meta 0"
+run dmsetup create pool --table "0 $size rthin-pool /dev/mapper/meta $data 128 0"
+run dmsetup message pool 0 "create_thin 1"
+case $(dmsetup status pool) in *"/1024 "*) ;; *) fail "expected 1024 metadata blocks: $(dmsetup status pool)" ;; esac
+run dmsetup suspend pool
+run dmsetup suspend meta
+run dmsetup load meta --table "0 16384 linear $meta 0"
+run dmsetup resume meta
+run dmsetup resume pool
+status=$(dmsetup status pool)
+echo "$status"
+case $status in *"/2048 "*) ;; *) fail "metadata did not grow to 2048 blocks: $status" ;; esac
+expect_dmesg "growing the metadata device from 1024 to 2048 blocks"
+# Shrinking it back is refused at resume.
+run dmsetup suspend pool
+run dmsetup suspend meta
+run dmsetup load meta --table "0 8192 linear $meta 0"
+run dmsetup resume meta
+expect_error "Invalid argument" dmsetup resume pool
+expect_dmesg "metadata device (1024 blocks) too small: expected 2048"
+run dmsetup suspend meta
+run dmsetup load meta --table "0 16384 linear $meta 0"
+run dmsetup resume meta
+run dmsetup resume pool
+run dmsetup remove pool
+run dmsetup remove meta
 run thin_check $meta

@@ -270,6 +270,12 @@ impl<S: BlockStore> ThinMetadata<S> {
         &self.tm.store
     }
 
+    /// The block store, mutably (the glue refreshes a grown device's size
+    /// before [`Self::resize_metadata`]).
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.tm.store
+    }
+
     /// The superblock as of the last commit.
     pub fn committed_superblock(&self) -> &Superblock {
         &self.committed
