@@ -17,7 +17,7 @@ use kernel::{debugfs::File as DebugFile, prelude::*, sync::Arc};
 
 use crate::{
     block_geometry::BlockGeometry,
-    dm_errno::{EINVAL, ENODATA, ENOMEM, EOPNOTSUPP},
+    dm_errno::{EINVAL, ENODATA, ENOMEM},
     dm_pool_mode::PoolMode,
     dm_status::{write_thin_status, ThinStatus},
     dm_status_buf::StatusBuf,
@@ -36,6 +36,8 @@ pub(crate) struct Thin {
     pool: SharedPool,
     table: ThinTableLine,
     io: Arc<ThinIo>,
+    /// Held open for the target's lifetime (the I/O path reads through it).
+    _origin: Option<DmDev>,
     _counters_file: Option<Pin<KBox<DebugFile<Arc<ThinCounters>>>>>,
 }
 
@@ -58,12 +60,16 @@ impl TargetOps for Thin {
         };
         let pool_dev = ti.get_device(pool_word, glue_errors::OPEN_POOL)?;
         let parsed = parsed.map_err(|e| CtrError::new(e.errno(), e.message()))?;
-        if parsed.external_origin.is_some() {
-            return Err(CtrError::new(
-                EOPNOTSUPP,
-                c"rthin does not support external origins yet",
-            ));
-        }
+        let origin = match parsed.external_origin {
+            Some(_) => {
+                let word = words
+                    .get(2)
+                    .copied()
+                    .ok_or(CtrError::new(EINVAL, glue_errors::OPEN_ORIGIN))?;
+                Some(ti.get_device_read_only(word, glue_errors::OPEN_ORIGIN)?)
+            }
+            None => None,
+        };
         let md = pool_dev
             .get_md()
             .ok_or(CtrError::new(EINVAL, glue_errors::POOL_MD))?;
@@ -98,6 +104,7 @@ impl TargetOps for Thin {
                 pool_bdev: pool_dev.handle().ok_or(oom)?,
                 geometry,
                 nr_vblocks: geometry.block_of(ti.len()).saturating_add(1),
+                origin: origin.as_ref().and_then(DmDev::handle),
             };
             let io = ThinIo::new(pool.clone(), cfg).map_err(|_| oom)?;
             st.open_thin(io.clone()).map_err(|_| oom)?;
@@ -110,13 +117,14 @@ impl TargetOps for Thin {
         let table = ThinTableLine {
             pool_dev: pool_dev.devnum(),
             dev_id: parsed.dev_id,
-            external_origin: None,
+            external_origin: origin.as_ref().map(DmDev::devnum),
         };
         Ok(Self {
             pool_dev,
             pool,
             table,
             io,
+            _origin: origin,
             _counters_file: counters_file,
         })
     }
@@ -147,6 +155,11 @@ impl TargetOps for Thin {
             }
         };
         write_thin_status(out, &status)
+    }
+
+    fn preresume(&self) -> Result {
+        self.io.refresh_origin_size();
+        Ok(())
     }
 
     fn presuspend(&self, noflush: bool) {

@@ -42,6 +42,7 @@ use crate::{
         bio::{Bio, BioKind, BioList, Overwrite, OwnedBio, Requeue},
         deferred::{CpuQueues, Drain},
         dm::{BdevHandle, MapResult},
+        kcopyd::CopyFailed,
     },
     mapping_cache::{slots_for, CachedMapping, MappingCache},
     pool::{AllocFailure, PoolState, SharedPool},
@@ -82,6 +83,8 @@ pub(crate) struct ThinIo {
     /// the target flushes its workers before releasing the device).
     pool_bdev: BdevHandle,
     geometry: BlockGeometry,
+    /// The external origin, if the table names one.
+    origin: Option<ExternalOrigin>,
     slots: KVVec<AtomicU64>,
     queues: CpuQueues<ThinIo>,
     /// Bios waiting for data space (out-of-data-space, queue policy), and
@@ -94,12 +97,28 @@ pub(crate) struct ThinIo {
     pub(crate) counters: Arc<ThinCounters>,
 }
 
+/// A read-only device whose contents unprovisioned blocks show (dm-thin's
+/// external origin), up to its size.
+pub(crate) struct ExternalOrigin {
+    bdev: BdevHandle,
+    /// Its size in sectors, re-read at each resume (it may have changed).
+    sectors: AtomicU64,
+}
+
+impl ExternalOrigin {
+    /// How many sectors from `sector` on lie inside the origin.
+    fn sectors_from(&self, sector: u64) -> u64 {
+        self.sectors.load(Ordering::Relaxed).saturating_sub(sector)
+    }
+}
+
 /// What the pool tells a new thin about its configuration.
 pub(crate) struct ThinIoConfig {
     pub(crate) dev_id: u32,
     pub(crate) pool_bdev: BdevHandle,
     pub(crate) geometry: BlockGeometry,
     pub(crate) nr_vblocks: u64,
+    pub(crate) origin: Option<BdevHandle>,
 }
 
 impl ThinIo {
@@ -119,6 +138,10 @@ impl ThinIo {
                 pool,
                 pool_bdev: cfg.pool_bdev,
                 geometry: cfg.geometry,
+                origin: cfg.origin.map(|bdev| ExternalOrigin {
+                    bdev,
+                    sectors: AtomicU64::new(bdev.nr_sectors()),
+                }),
                 slots,
                 queues,
                 held <- new_spinlock!((BioList::new(), false), "rthin_held"),
@@ -137,6 +160,13 @@ impl ThinIo {
 
     fn dev(&self) -> u64 {
         u64::from(self.dev_id)
+    }
+
+    /// Re-reads the external origin's size (thin preresume, as dm-thin).
+    pub(crate) fn refresh_origin_size(&self) {
+        if let Some(o) = &self.origin {
+            o.sectors.store(o.bdev.nr_sectors(), Ordering::Relaxed);
+        }
     }
 
     /// Forgets every cached mapping (the device was snapshotted, or the
@@ -346,8 +376,7 @@ impl ThinIo {
             }
             (BioAction::ReadHole, _) => {
                 drop(st);
-                bio.zero_fill();
-                bio.complete(None);
+                self.read_hole(bio);
             }
             (BioAction::Provision | BioAction::BreakSharing, _) => {
                 let old = found.map(|r| r.mapping.data_block);
@@ -439,22 +468,72 @@ impl ThinIo {
             }
         }
 
-        let bs = self.geometry.sectors();
-        let to = self.geometry.block_start(data_block).unwrap_or(0);
-        let filled = match old {
-            Some(from_block) => {
-                let from = self.geometry.block_start(from_block).unwrap_or(0);
-                self.pool.kcopyd.copy(self.pool_bdev.raw(), from, to, bs)
-            }
-            None if zero_new_blocks => self.pool.kcopyd.zero(self.pool_bdev.raw(), to, bs),
-            None => Ok(()),
-        };
+        let filled = self.fill(vblock, data_block, old, zero_new_blocks);
         match self.end_provision(vblock, data_block, epoch, filled.is_ok(), old.is_some()) {
             Ok(()) => {
                 let durable = bio.view().wants_durability();
                 self.commit_and_submit(bio, durable, data_block);
             }
             Err(e) => bio.complete(Some(e)),
+        }
+    }
+
+    /// Fills a new data block before a partial write: a copy of the shared
+    /// block `old`, else of the external origin's part of the block (the
+    /// rest zeroed), else zeroes (unless the pool skips zeroing).
+    fn fill(
+        &self,
+        vblock: u64,
+        data_block: u64,
+        old: Option<u64>,
+        zero: bool,
+    ) -> Result<(), CopyFailed> {
+        let bs = self.geometry.sectors();
+        let pool = self.pool_bdev.raw();
+        let to = self.geometry.block_start(data_block).unwrap_or(0);
+        if let Some(from_block) = old {
+            let from = self.geometry.block_start(from_block).unwrap_or(0);
+            return self.pool.kcopyd.copy((pool, from), (pool, to), bs);
+        }
+        let begin = self.geometry.block_start(vblock).unwrap_or(u64::MAX);
+        let in_origin = match &self.origin {
+            Some(origin) => origin.sectors_from(begin).min(bs),
+            None => 0,
+        };
+        if in_origin > 0 {
+            if let Some(origin) = &self.origin {
+                self.pool
+                    .kcopyd
+                    .copy((origin.bdev.raw(), begin), (pool, to), in_origin)?;
+            }
+        }
+        if zero && in_origin < bs {
+            return self
+                .pool
+                .kcopyd
+                .zero(pool, to.saturating_add(in_origin), bs - in_origin);
+        }
+        Ok(())
+    }
+
+    /// A read of an unprovisioned block: from the external origin where it
+    /// reaches, zeroes elsewhere.
+    fn read_hole(&self, mut bio: OwnedBio) {
+        let sector = bio.view().sector();
+        let in_origin = self.origin.as_ref().map_or(0, |o| o.sectors_from(sector));
+        bio.zero_fill();
+        match &self.origin {
+            Some(origin) if in_origin > 0 => {
+                // Like dm-thin: read what the origin has, the tail stays
+                // zero-filled.
+                let mut v = bio.view();
+                if v.nr_sectors() > in_origin {
+                    v.truncate(in_origin);
+                }
+                v.set_bdev(origin.bdev);
+                bio.submit();
+            }
+            _ => bio.complete(None),
         }
     }
 

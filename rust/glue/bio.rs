@@ -182,6 +182,17 @@ impl Bio<'_> {
         unsafe { (*self.raw.as_ptr()).bi_iter.bi_sector = sector };
     }
 
+    /// Shortens the bio to its first `sectors` sectors (reads that reach
+    /// past the end of an external origin: the rest was zero-filled).
+    pub(crate) fn truncate(&mut self, sectors: u64) {
+        let bytes = u32::try_from(sectors.saturating_mul(512)).unwrap_or(u32::MAX);
+        // SAFETY: as in `opf`.
+        unsafe {
+            let size = &mut (*self.raw.as_ptr()).bi_iter.bi_size;
+            *size = (*size).min(bytes);
+        }
+    }
+
     /// Keeps the bio past the map call; the map call must then return
     /// `MapResult::Submitted`.
     pub(crate) fn defer(self) -> OwnedBio {

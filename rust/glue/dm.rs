@@ -234,6 +234,12 @@ impl BdevHandle {
         self.0.as_ptr()
     }
 
+    /// The device's size in sectors.
+    pub(crate) fn nr_sectors(self) -> u64 {
+        // SAFETY: the device is open (type doc).
+        unsafe { dm::rthin_bdev_nr_sectors(self.raw()) }
+    }
+
     /// Discards `count` sectors at `sector` (sleeps until done).
     pub(crate) fn discard(self, sector: u64, count: u64) -> Result {
         // SAFETY: the device is open (type doc); the call sleeps, which the
@@ -258,13 +264,31 @@ impl TargetCtx<'_> {
         path: &CStr,
         message: &'static CStr,
     ) -> Result<DmDev, CtrError> {
+        // SAFETY: `ti` is valid during ctr.
+        let mode = unsafe { dm::rthin_dm_table_mode(self.ti.as_ptr()) };
+        self.get_device_mode(path, mode, message)
+    }
+
+    /// Opens `path` for reading only (an external origin).
+    pub(crate) fn get_device_read_only(
+        &mut self,
+        path: &CStr,
+        message: &'static CStr,
+    ) -> Result<DmDev, CtrError> {
+        self.get_device_mode(path, dm::RTHIN_BLK_OPEN_READ, message)
+    }
+
+    fn get_device_mode(
+        &mut self,
+        path: &CStr,
+        mode: bindings::blk_mode_t,
+        message: &'static CStr,
+    ) -> Result<DmDev, CtrError> {
         let mut dev: *mut dm::dm_dev = ptr::null_mut();
         // SAFETY: `ti` is valid during ctr; `path` is NUL-terminated; `dev`
         // is a valid out pointer. dm keeps the device until `dm_put_device`.
-        let ret = unsafe {
-            let mode = dm::rthin_dm_table_mode(self.ti.as_ptr());
-            dm::dm_get_device(self.ti.as_ptr(), path.as_char_ptr(), mode, &mut dev)
-        };
+        let ret =
+            unsafe { dm::dm_get_device(self.ti.as_ptr(), path.as_char_ptr(), mode, &mut dev) };
         if let Err(error) = to_result(ret) {
             return Err(CtrError { error, message });
         }

@@ -81,16 +81,16 @@ impl Kcopyd {
         })
     }
 
-    /// Copies `count` sectors of `bdev` from `from` to `to`.
+    /// Copies `count` sectors from `from` of `from_bdev` to `to` of
+    /// `to_bdev`.
     pub(crate) fn copy(
         &self,
-        bdev: *mut bindings::block_device,
-        from: u64,
-        to: u64,
+        (from_bdev, from): (*mut bindings::block_device, u64),
+        (to_bdev, to): (*mut bindings::block_device, u64),
         count: u64,
     ) -> Result<(), CopyFailed> {
-        let mut src = Self::region(bdev, from, count);
-        let mut dest = Self::region(bdev, to, count);
+        let mut src = Self::region(from_bdev, from, count);
+        let mut dest = Self::region(to_bdev, to, count);
         self.wait_for(|ctx| {
             // SAFETY: as in `zero`.
             unsafe {

@@ -19,3 +19,4 @@ const blk_opf_t RTHIN_REQ_FUA = REQ_FUA;
 const blk_opf_t RTHIN_REQ_OP_MASK = REQ_OP_MASK;
 const gfp_t RTHIN_GFP_NOIO = GFP_NOIO;
 const int RTHIN_WORK_CPU_UNBOUND = WORK_CPU_UNBOUND;
+const blk_mode_t RTHIN_BLK_OPEN_READ = BLK_OPEN_READ;

@@ -20,6 +20,11 @@ unsigned int rthin_bdev_max_discard_sectors(struct block_device *bdev)
 	return bdev_max_discard_sectors(bdev);
 }
 
+sector_t rthin_bdev_nr_sectors(struct block_device *bdev)
+{
+	return bdev_nr_sectors(bdev);
+}
+
 void rthin_init_work(struct work_struct *work, work_func_t func)
 {
 	INIT_WORK(work, func);
