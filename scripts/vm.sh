@@ -50,7 +50,7 @@ for gib in "${disks[@]}"; do
 	i=$((i + 1))
 done
 
-cmdline="console=ttyS0 rdinit=/init panic=-1 oops=panic rthin.mode=$mode"
+cmdline="console=ttyS0 rdinit=/init panic=-1 oops=panic rthin.mode=$mode rthin.cpus=$cpus"
 cmdline+=" brd.rd_nr=4 brd.rd_size=$((rd_mib * 1024))"
 [ -n "$only" ] && cmdline+=" rthin.only=$only"
 # The kernel hands NAME=VALUE words it does not know to /init's environment.
@@ -59,7 +59,10 @@ for kv in "${envs[@]}"; do
 	cmdline+=" $kv"
 done
 
-qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$cpus" -m "$mem"
+# One socket per vCPU: the kernel has no ACPI, so it counts CPUs from the
+# firmware's MP table, which lists one processor per socket (with -smp N
+# alone the guest brings up a single CPU).
+qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$cpus,sockets=$cpus,cores=1,threads=1" -m "$mem"
 	-kernel "$RTHIN_KBUILD/vmlinux" -initrd "$initramfs" -append "$cmdline"
 	-display none -monitor none -no-reboot "${drives[@]}")
 
