@@ -40,7 +40,7 @@ use crate::{
     },
     glue::{
         bio::{Bio, BioKind, BioList, Overwrite, OwnedBio, Requeue},
-        deferred::{CpuQueues, Drain},
+        deferred::{CpuQueues, Drain, Lane},
         dm::{BdevHandle, MapResult},
         kcopyd::CopyFailed,
     },
@@ -86,7 +86,12 @@ pub(crate) struct ThinIo {
     /// The external origin, if the table names one.
     origin: Option<ExternalOrigin>,
     slots: KVVec<AtomicU64>,
+    /// Bios deferred by the map call, and anything that may wait.
     queues: CpuQueues<ThinIo>,
+    /// Completed whole-block writes of provisions: never wait on anything
+    /// but the pool lock, so the commits that wait for provisions (on the
+    /// other lane) always see them end.
+    completed: CpuQueues<ThinIo>,
     /// Bios waiting for data space (out-of-data-space, queue policy), and
     /// whether a noflush suspend is under way (then dm takes them back).
     #[pin]
@@ -130,7 +135,8 @@ impl ThinIo {
             // Cannot fail: the capacity covers every slot.
             let _ = slots.push_within_capacity(AtomicU64::new(0));
         }
-        let queues = CpuQueues::new()?;
+        let queues = CpuQueues::new(Lane::Deferred)?;
+        let completed = CpuQueues::new(Lane::Completed)?;
         let counters = Arc::new(ThinCounters::default(), GFP_KERNEL)?;
         let io = Arc::pin_init(
             pin_init!(ThinIo {
@@ -144,6 +150,7 @@ impl ThinIo {
                 }),
                 slots,
                 queues,
+                completed,
                 held <- new_spinlock!((BioList::new(), false), "rthin_held"),
                 cell_waiters <- new_spinlock!(BioList::new(), "rthin_cell_waiters"),
                 counters,
@@ -151,6 +158,7 @@ impl ThinIo {
             GFP_KERNEL,
         )?;
         io.queues.set_owner(&io);
+        io.completed.set_owner(&io);
         Ok(io)
     }
 
@@ -180,6 +188,8 @@ impl ThinIo {
 
     /// Waits until no worker of this thin runs (the target is going away).
     pub(crate) fn quiesce(&self) {
+        self.queues.flush();
+        self.completed.flush();
         self.queues.flush();
     }
 
@@ -313,8 +323,11 @@ impl ThinIo {
     }
 
     fn process(&self, mut bio: OwnedBio) {
-        if let Some((overwrite, written)) = bio.take_overwrite() {
-            self.finish_overwrite(bio, overwrite, written);
+        if bio.take_commit_then_finish() {
+            match self.commit_for(true) {
+                Ok(()) => bio.finish(),
+                Err(e) => bio.complete(Some(e)),
+            }
             return;
         }
         match bio.view().kind() {
@@ -539,14 +552,17 @@ impl ThinIo {
 
     /// A whole-block write of a provision completed: map the block, then let
     /// the bio complete.
+    /// Runs on the completion lane: it must not wait for other provisions,
+    /// so a commit the bio asks for is left to the deferred lane.
     fn finish_overwrite(&self, mut bio: OwnedBio, ow: Overwrite, written: bool) {
         let copied = ow.breaks_sharing;
         match self.end_provision(ow.vblock, ow.data_block, ow.epoch, written, copied) {
             Ok(()) => {
                 let durable = bio.view().wants_durability();
-                match self.commit_for(durable) {
-                    Ok(()) => bio.finish(),
-                    Err(e) => bio.complete(Some(e)),
+                if durable && self.pool.flags.dirty() && bio.set_commit_then_finish() {
+                    self.queues.push(&self.pool.wq, bio);
+                } else {
+                    bio.finish();
                 }
             }
             // The write's own error stays on the bio.
@@ -661,14 +677,21 @@ impl ThinIo {
 
 impl Requeue for ThinIo {
     fn requeue_completed(&self, bio: OwnedBio) {
-        self.queues.push(&self.pool.wq, bio);
+        self.completed.push(&self.pool.wq, bio);
     }
 }
 
 impl Drain for ThinIo {
-    fn drain(&self, mut bios: BioList) {
-        while let Some(bio) = bios.pop() {
-            self.process(bio);
+    fn drain(&self, lane: Lane, mut bios: BioList) {
+        while let Some(mut bio) = bios.pop() {
+            match lane {
+                Lane::Deferred => self.process(bio),
+                Lane::Completed => match bio.take_overwrite() {
+                    Some((overwrite, written)) => self.finish_overwrite(bio, overwrite, written),
+                    // Nothing else is ever queued there.
+                    None => bio.complete(Some(IoError::Io)),
+                },
+            }
         }
     }
 }

@@ -64,6 +64,8 @@ enum HookState {
     Pending,
     /// Its write completed; the owner has it back.
     Completed,
+    /// Its provision is mapped; a commit is due before it completes.
+    CommitThenFinish,
 }
 
 /// The per-bio data dm keeps in front of each clone for targets that ask for
@@ -276,6 +278,29 @@ impl OwnedBio {
         }
         ctx.state = HookState::None;
         Some((ctx.overwrite, ok))
+    }
+
+    /// Marks a bio whose hooked write and provision are done as needing a
+    /// commit before it completes ([`Self::take_commit_then_finish`]).
+    pub(crate) fn set_commit_then_finish(&mut self) -> bool {
+        match self.per_bio() {
+            Some(ctx) => {
+                ctx.state = HookState::CommitThenFinish;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// True (once) for a bio marked by [`Self::set_commit_then_finish`].
+    pub(crate) fn take_commit_then_finish(&mut self) -> bool {
+        match self.per_bio() {
+            Some(ctx) if ctx.state == HookState::CommitThenFinish => {
+                ctx.state = HookState::None;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Completes the bio with whatever status its I/O left.

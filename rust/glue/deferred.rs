@@ -56,10 +56,23 @@ impl Drop for IoQueue {
     }
 }
 
+/// Which of its owner's lists a set of per-CPU lists is. An owner keeps
+/// work that may wait for other work (commits wait for provisions) apart
+/// from the work it waits for (completions that end provisions): a work item
+/// never runs concurrently with itself, so putting both on one list could
+/// leave a completion queued behind the worker that waits for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lane {
+    /// Bios from the map call (and anything that may wait).
+    Deferred,
+    /// Completions that must never wait behind [`Lane::Deferred`] work.
+    Completed,
+}
+
 /// The owner of a set of per-CPU lists: what the worker calls.
 pub(crate) trait Drain: Send + Sync + 'static {
-    /// Processes a batch of deferred bios (in a worker, may sleep).
-    fn drain(&self, bios: BioList);
+    /// Processes a batch of bios from `lane` (in a worker, may sleep).
+    fn drain(&self, lane: Lane, bios: BioList);
 }
 
 /// One CPU's list and work item.
@@ -71,6 +84,7 @@ pub(crate) struct CpuSlot<T: Drain> {
     #[pin]
     bios: SpinLockIrq<BioList>,
     cpu: u32,
+    lane: Lane,
     owner: AtomicPtr<T>,
     #[pin]
     _pin: PhantomPinned,
@@ -106,7 +120,7 @@ unsafe extern "C" fn run<T: Drain>(work: *mut bindings::work_struct) {
         if batch.is_empty() {
             break;
         }
-        owner.drain(batch);
+        owner.drain(slot.lane, batch);
     }
     // SAFETY: restores what `rthin_memalloc_noio_save` returned above.
     unsafe { dm::rthin_memalloc_noio_restore(noio) };
@@ -121,7 +135,7 @@ impl<T: Drain> CpuQueues<T> {
     /// One slot per possible CPU id. The owner must be set with
     /// [`Self::set_owner`] before the first push, and must call
     /// [`Self::flush`] before it goes away.
-    pub(crate) fn new() -> Result<Self> {
+    pub(crate) fn new(lane: Lane) -> Result<Self> {
         let n = cpu::nr_cpu_ids() as usize;
         let slots = KBox::pin_slice(
             |i| {
@@ -130,6 +144,7 @@ impl<T: Drain> CpuQueues<T> {
                     work <- Opaque::ffi_init(|w| unsafe { dm::rthin_init_work(w, Some(run::<T>)) }),
                     bios <- new_spinlock_irq!(BioList::new(), "rthin_deferred"),
                     cpu: i as u32,
+                    lane,
                     owner: AtomicPtr::new(ptr::null_mut()),
                     _pin: PhantomPinned,
                 }? Error)
@@ -200,7 +215,7 @@ pub(crate) mod selftest {
     };
     use kernel::bindings;
 
-    use super::{CpuQueues, Drain, IoQueue};
+    use super::{CpuQueues, Drain, IoQueue, Lane};
     use crate::glue::bio::{Bio, BioList};
 
     /// Bios whose test completion ran.
@@ -244,7 +259,10 @@ pub(crate) mod selftest {
     }
 
     impl Drain for Collector {
-        fn drain(&self, mut bios: BioList) {
+        fn drain(&self, lane: Lane, mut bios: BioList) {
+            if lane != Lane::Deferred {
+                self.reordered.store(true, Ordering::Relaxed);
+            }
             let mut last = 0;
             while let Some(mut bio) = bios.pop() {
                 let sector = bio.view().sector();
@@ -264,8 +282,10 @@ pub(crate) mod selftest {
     /// completed exactly once, and that each batch kept push order.
     pub(crate) fn push_and_drain() -> bool {
         const N: u64 = 200;
-        let (Ok(wq), Ok(queues)) = (IoQueue::new(c"rthin_kunit"), CpuQueues::<Collector>::new())
-        else {
+        let (Ok(wq), Ok(queues)) = (
+            IoQueue::new(c"rthin_kunit"),
+            CpuQueues::<Collector>::new(Lane::Deferred),
+        ) else {
             return false;
         };
         let owner = Collector {
