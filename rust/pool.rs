@@ -63,7 +63,7 @@ use crate::{
 /// How long bios wait for data space before erroring (the `no_space_timeout`
 /// module parameter, as dm-thin's; 0 waits forever).
 fn no_space_timeout_secs() -> u32 {
-    crate::module_parameters::no_space_timeout.value()
+    crate::glue::params::no_space_timeout()
 }
 
 /// Period of the pool's waker: commits dirty metadata, as dm-thin's
@@ -402,6 +402,12 @@ impl PoolState {
             );
             return Ok(false);
         }
+        pr_info!(
+            "{}: growing the data device from {} to {} blocks\n",
+            self.name(),
+            current,
+            nr_data_blocks
+        );
         if let Err(e) = self.md.resize_data(nr_data_blocks) {
             pr_err!("{}: failed to resize data device\n", self.name());
             self.metadata_operation_failed("dm_pool_resize_data_dev", e);

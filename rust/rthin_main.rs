@@ -71,10 +71,7 @@ module! {
             default: false,
             description: "Register as thin-pool/thin instead of rthin-pool/rthin (for LVM2; needs dm-thin-pool unloaded)",
         },
-        no_space_timeout: u32 {
-            default: 60,
-            description: "Out of data space: seconds to queue bios before erroring them (0: queue forever), as dm-thin's",
-        },
+
     },
 }
 

@@ -99,6 +99,7 @@ impl TargetOps for Thin {
                 ti.enable_discards();
             }
             ti.reserve_per_bio_data();
+            ti.set_flush_supported();
             let cfg = ThinIoConfig {
                 dev_id: parsed.dev_id,
                 pool_bdev: pool_dev.handle().ok_or(oom)?,

@@ -324,6 +324,13 @@ impl TargetCtx<'_> {
         unsafe { self.ti.as_mut().num_flush_bios = n };
     }
 
+    /// The target takes flushes (and FUA) even when the device below has no
+    /// volatile cache: its own metadata needs them (dm-thin's thin does).
+    pub(crate) fn set_flush_supported(&mut self) {
+        // SAFETY: ctr has exclusive use of `ti`.
+        unsafe { self.ti.as_mut().set_flush_supported(true) };
+    }
+
     /// Splits bios so that none crosses a `sectors` boundary.
     pub(crate) fn set_max_io_len(&mut self, sectors: u32) -> Result {
         // SAFETY: ctr has exclusive use of `ti`.

@@ -9,5 +9,6 @@ pub(crate) mod bufio;
 pub(crate) mod deferred;
 pub(crate) mod dm;
 pub(crate) mod kcopyd;
+pub(crate) mod params;
 pub(crate) mod registry;
 pub(crate) mod ticker;

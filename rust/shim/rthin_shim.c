@@ -5,6 +5,23 @@
  */
 #include "rthin_shim.h"
 
+#include <linux/moduleparam.h>
+
+/*
+ * dm-thin's no_space_timeout, writable at run time like dm-thin's (the Rust
+ * module! macro only makes load-time parameters): seconds a pool out of data
+ * space queues bios before erroring them; 0 queues forever.
+ */
+static unsigned int no_space_timeout_secs = 60;
+module_param_named(no_space_timeout, no_space_timeout_secs, uint, 0644);
+MODULE_PARM_DESC(no_space_timeout,
+		 "Out of data space: seconds to queue bios before erroring them (0: queue forever)");
+
+unsigned int rthin_no_space_timeout(void)
+{
+	return READ_ONCE(no_space_timeout_secs);
+}
+
 void rthin_bio_set_dev(struct bio *bio, struct block_device *bdev)
 {
 	bio_set_dev(bio, bdev);

@@ -19,6 +19,7 @@ blk_mode_t rthin_dm_table_mode(struct dm_target *ti);
 unsigned int rthin_bdev_max_discard_sectors(struct block_device *bdev);
 sector_t rthin_bdev_nr_sectors(struct block_device *bdev);
 void rthin_init_work(struct work_struct *work, work_func_t func);
+unsigned int rthin_no_space_timeout(void);
 void rthin_init_delayed_work(struct delayed_work *work, work_func_t func);
 struct workqueue_struct *rthin_alloc_io_workqueue(const char *name);
 unsigned int rthin_memalloc_noio_save(void);

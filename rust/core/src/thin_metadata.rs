@@ -336,8 +336,12 @@ impl<S: BlockStore> ThinMetadata<S> {
         self.dirty = false;
     }
 
-    /// Sets the needs_check flag in place (carrying the committed roots) and
-    /// flushes, as dm-thin does when it switches to read-only mode.
+    /// Sets the needs_check flag in place (carrying the committed roots), as
+    /// dm-thin's `dm_pool_metadata_set_needs_check`: the superblock is
+    /// rewritten in the block store's cache and reaches the disk with the
+    /// store's next write-back, not with a flush of its own. So a metadata
+    /// device that fails writes does not make this fail too, and the pool
+    /// goes read-only rather than failed, as dm-thin's does.
     pub fn set_needs_check(&mut self) -> CoreResult<()> {
         if self.read_only {
             return Err(CoreError::Invalid);
@@ -351,7 +355,6 @@ impl<S: BlockStore> ThinMetadata<S> {
                 .zeroed(SUPERBLOCK_LOCATION, BlockKind::Superblock)?;
             c.encode(&mut g)?;
         }
-        self.tm.store.flush()?;
         self.committed = c;
         self.sb.flags |= FLAG_NEEDS_CHECK;
         Ok(())
