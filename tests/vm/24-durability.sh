@@ -1,0 +1,148 @@
+# SPDX-License-Identifier: GPL-2.0
+# Durability points, read from a copy of the live metadata device taken right
+# after the operation returns (a "power cut" there), well inside the waker's
+# one-second commit period: a message is committed on return (C27), a write
+# followed by fsync is committed with its data on the data device (I52), a
+# FUA (O_DSYNC) write that provisions is committed before it completes (I57),
+# a pool INFO status commits and a --noflush one does not (D31).
+. /rthin/tests/lib.sh
+
+wipe /dev/ram0
+# A 16 MiB metadata device: copying it is quick.
+run dmsetup create meta --table "0 32768 linear /dev/ram0 0"
+meta=/dev/mapper/meta data=/dev/ram1
+size=$(sectors $data)
+run dd if=/dev/urandom of=$data bs=1M count=4 2>/dev/null
+run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
+pool_dev=$(dmsetup info -c --noheadings -o major,minor pool | tr -d ' ')
+dbg=/sys/kernel/debug/rthin-$pool_dev/pool
+[ -r $dbg ] || fail "no debugfs file $dbg"
+# bad WHY: records a failed check and goes on with the next item; the test
+# fails at the end if any check failed.
+failed=0
+bad() {
+	echo "FAIL: $*" >&2
+	failed=$((failed + 1))
+}
+counter() { awk -v k="$1" '$1 == k { print $2 }' $dbg; }
+# cut: copy the metadata device as it is on "disk" now, and dump the copy
+# (thin_dump opens devices exclusively).
+cut() {
+	dd if=$meta of=/tmp/m.img bs=1M iflag=direct 2>/dev/null || fail "copying $meta"
+	thin_dump /tmp/m.img >/tmp/d.xml 2>/tmp/d.err || fail "thin_dump of the copy: $(cat /tmp/d.err)"
+}
+# data_block V: the data block the dump maps virtual block V of thin 9 to.
+data_block() {
+	sed -n "/dev_id=\"9\"/,/<\/device>/p" /tmp/d.xml |
+		sed -n "s/.*origin_block=\"$1\" data_block=\"\([0-9]*\)\".*/\1/p;
+			s/.*origin_begin=\"$1\" data_begin=\"\([0-9]*\)\".*/\1/p"
+}
+
+# --- C27: create_thin is on disk when the message returns.
+cut
+grep -q 'dev_id="9"' /tmp/d.xml && fail "thin 9 exists before create_thin"
+run dmsetup message pool 0 "create_thin 9"
+dirty=$(counter dirty)
+cut
+grep -q 'dev_id="9"' /tmp/d.xml || bad "C27: create_thin 9 not committed on return: $(grep dev_id /tmp/d.xml)"
+[ "$dirty" = 0 ] || bad "C27: metadata dirty right after the message"
+echo "C27: checked"
+
+run dmsetup create thin --table "0 131072 rthin /dev/mapper/pool 9"
+# The thin behaves as a disk with a volatile write cache (dm-thin sets
+# flush_supported), whatever the data device: else the block layer drops
+# flushes and FUA before they reach the target. brd has no write cache.
+wc=$(cat /sys/block/dm-$(dmsetup info -c --noheadings -o minor thin | tr -d ' ')/queue/write_cache)
+echo "thin write_cache: $wc (data device: $(cat /sys/block/ram1/queue/write_cache))"
+[ "$wc" = "write back" ] || bad "the thin volume advertises no write cache ('$wc'): flushes and FUA never reach it"
+run dd if=/dev/urandom of=/tmp/p bs=4k count=1 2>/dev/null
+
+# --- I52: write + fsync: mapping committed, data at the mapped data block.
+run dd if=/tmp/p of=/dev/mapper/thin bs=4k seek=$((5 * 16 + 2)) count=1 oflag=direct conv=fsync 2>/dev/null
+dirty=$(counter dirty)
+cut
+db=$(data_block 5)
+[ "$dirty" = 0 ] || bad "I52: metadata dirty right after fsync"
+if [ -z "$db" ]; then
+	bad "I52: block 5 not mapped on disk after fsync: $(sed -n '/dev_id="9"/,/<\/device>/p' /tmp/d.xml)"
+else
+	got=$(dd if=$data bs=4k skip=$((db * 16 + 2)) count=1 iflag=direct 2>/dev/null | md5sum)
+	[ "$got" = "$(md5sum </tmp/p)" ] || bad "I52: data block $db of the data device does not hold the written 4 KiB"
+	zero=$(dd if=/dev/zero bs=4k count=2 2>/dev/null | md5sum)
+	got=$(dd if=$data bs=4k skip=$((db * 16)) count=2 iflag=direct 2>/dev/null | md5sum)
+	[ "$got" = "$zero" ] || bad "I52: data block $db was not zeroed before its mapping was committed"
+	echo "I52: block 5 -> data block $db on disk"
+fi
+
+# --- I57: an O_DSYNC direct write (REQ_FUA) provisioning block 6.
+run fio --name=fua --filename=/dev/mapper/thin --rw=write --bs=4k --size=4k \
+	--offset=$((6 * 65536)) --ioengine=psync --direct=1 --sync=1 --output-format=terse >/dev/null
+dirty=$(counter dirty)
+cut
+db=$(data_block 6)
+[ -n "$db" ] || bad "I57: the FUA write's mapping is not on disk when it completes"
+[ "$dirty" = 0 ] || bad "I57: metadata dirty right after the FUA write"
+echo "I57: block 6 -> data block '$db' on disk"
+
+# --- D31: INFO status commits; --noflush does not. The waker commits once a
+# second too, so each case is tried a few times: a round counts only if the
+# metadata was still dirty just before the status call.
+status_commits=0 status_rounds=0
+noflush_kept=0 noflush_rounds=0
+v=10
+while [ $v -lt 20 ]; do
+	run dd if=/tmp/p of=/dev/mapper/thin bs=4k seek=$((v * 16)) count=1 oflag=direct 2>/dev/null
+	before=$(counter commits)
+	if [ "$(counter dirty)" = 1 ]; then
+		if [ $((v % 2)) = 0 ]; then
+			dmsetup status pool >/dev/null || fail "status"
+			d=$(counter dirty)
+			after=$(counter commits)
+			status_rounds=$((status_rounds + 1))
+			[ "$d" = 0 ] && [ "$after" -gt "$before" ] && status_commits=$((status_commits + 1))
+			echo "status: dirty $d commits $before -> $after"
+		else
+			dmsetup status --noflush pool >/dev/null || fail "status --noflush"
+			d=$(counter dirty)
+			noflush_rounds=$((noflush_rounds + 1))
+			[ "$d" = 1 ] && noflush_kept=$((noflush_kept + 1))
+			echo "status --noflush: dirty $d"
+		fi
+	fi
+	v=$((v + 1))
+done
+echo "D31: status committed $status_commits/$status_rounds, --noflush left dirty $noflush_kept/$noflush_rounds"
+[ $status_rounds -ge 2 ] || bad "D31: the waker committed before every status call; no round to judge"
+[ $status_commits = $status_rounds ] || bad "D31: an INFO status did not commit"
+[ $noflush_rounds -ge 2 ] || bad "D31: the waker committed before every --noflush call; no round to judge"
+[ $noflush_kept -ge 1 ] || bad "D31: every --noflush status left the metadata clean"
+# And on disk: a mapping made just before an INFO status is in the copy.
+run dd if=/tmp/p of=/dev/mapper/thin bs=4k seek=$((30 * 16)) count=1 oflag=direct 2>/dev/null
+run dmsetup status pool >/dev/null
+cut
+[ -n "$(data_block 30)" ] || bad "D31: block 30 not on disk after an INFO status"
+
+run dmsetup remove thin
+run dmsetup remove pool
+run thin_check $meta
+run dmsetup remove meta
+
+# Control: the same fsync on a pool whose data device has a write cache
+# (virtio, "write back"), from which the thin inherits flush support.
+echo "vdb write_cache: $(cat /sys/block/vdb/queue/write_cache)"
+wipe /dev/ram0
+run dmsetup create meta --table "0 32768 linear /dev/ram0 0"
+run dmsetup create pool --table "0 2097152 rthin-pool $meta /dev/vdb 128 0"
+run dmsetup message pool 0 "create_thin 9"
+run dmsetup create thin --table "0 131072 rthin /dev/mapper/pool 9"
+run dd if=/tmp/p of=/dev/mapper/thin bs=4k seek=$((5 * 16 + 2)) count=1 oflag=direct conv=fsync 2>/dev/null
+cut
+[ -n "$(data_block 5)" ] || bad "I52 (control, data on vdb): block 5 not on disk after fsync"
+run fio --name=fua --filename=/dev/mapper/thin --rw=write --bs=4k --size=4k \
+	--offset=$((6 * 65536)) --ioengine=psync --direct=1 --sync=1 --output-format=terse >/dev/null
+cut
+[ -n "$(data_block 6)" ] || bad "I57 (control, data on vdb): block 6 not on disk after the FUA write"
+run dmsetup remove thin
+run dmsetup remove pool
+run dmsetup remove meta
+[ $failed = 0 ] || fail "$failed checks failed"
