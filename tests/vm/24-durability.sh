@@ -33,9 +33,9 @@ cut() {
 }
 # data_block V: the data block the dump maps virtual block V of thin 9 to.
 data_block() {
-	sed -n "/dev_id=\"9\"/,/<\/device>/p" /tmp/d.xml |
-		sed -n "s/.*origin_block=\"$1\" data_block=\"\([0-9]*\)\".*/\1/p;
-			s/.*origin_begin=\"$1\" data_begin=\"\([0-9]*\)\".*/\1/p"
+	sed -n '/dev_id="9"/,/<\/device>/p' /tmp/d.xml | tr '"' ' ' | awk -v v="$1" '
+		$1 == "<single_mapping" && $3 == v { print $5 }
+		$1 == "<range_mapping" && v >= $3 && v < $3 + $7 { print $5 + v - $3 }'
 }
 
 # --- C27: create_thin is on disk when the message returns.
@@ -142,6 +142,7 @@ run fio --name=fua --filename=/dev/mapper/thin --rw=write --bs=4k --size=4k \
 	--offset=$((6 * 65536)) --ioengine=psync --direct=1 --sync=1 --output-format=terse >/dev/null
 cut
 [ -n "$(data_block 6)" ] || bad "I57 (control, data on vdb): block 6 not on disk after the FUA write"
+echo "control on vdb: block 5 -> $(data_block 5), block 6 -> $(data_block 6)"
 run dmsetup remove thin
 run dmsetup remove pool
 run dmsetup remove meta
