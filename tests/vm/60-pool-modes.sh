@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # rthin-pool modes and lifecycle: a read_only table never formats and
 # refuses every message with EOPNOTSUPP; a suspended pool refuses new thins;
-# a reload of the same pool keeps the pool object.
+# a reload of the same pool keeps the pool object; an activation with only
+# reads writes nothing; a damaged superblock is refused, not reformatted.
 . /rthin/tests/lib.sh
 
 meta=/dev/ram0 data=/dev/ram1
@@ -13,6 +14,10 @@ info() { dmsetup status "$1" | cut -d' ' -f4-; }
 expect_error "Operation not permitted" dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0 1 read_only"
 expect_dmesg "Error creating metadata object"
 dmsetup remove pool 2>/dev/null
+# (A2) and nothing was written: the first MiB is still zero.
+zero=$(dd if=/dev/zero bs=1M count=1 2>/dev/null | md5sum)
+[ "$(dd if=$meta bs=1M count=1 iflag=direct 2>/dev/null | md5sum)" = "$zero" ] ||
+	fail "a read_only load wrote to the zeroed metadata device"
 
 run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
 run dmsetup message pool 0 "create_thin 1"
@@ -54,4 +59,36 @@ expect_dmesg "data device already in use by a pool"
 run dmsetup remove thin
 run dmsetup remove pool
 run thin_check $meta
+
+# (I56) Activation, a thin, reads and status, with no writes: the metadata
+# device is byte-identical afterwards.
+md5meta() { dd if=$meta bs=1M iflag=direct 2>/dev/null | md5sum; }
+before=$(md5meta)
+run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
+run dmsetup create thin --table "0 2048 rthin /dev/mapper/pool 1"
+run dd if=/dev/mapper/thin of=/dev/null bs=64k count=16 iflag=direct 2>/dev/null
+run dmsetup status pool >/dev/null
+run dmsetup status thin >/dev/null
+run dmsetup remove thin
+run dmsetup remove pool
+[ "$(md5meta)" = "$before" ] || fail "activation with only reads changed the metadata device"
+
+# (A12) One flipped byte in the superblock, or a garbage block 0: the load
+# fails and block 0 is left as it is (no reformat).
+byte=$(dd if=$meta bs=1 skip=100 count=1 2>/dev/null | od -An -tu1 | tr -d ' ')
+printf "\\$(printf %03o $(((byte + 1) % 256)))" | dd of=$meta bs=1 seek=100 count=1 conv=notrunc,fsync 2>/dev/null
+blk0() { dd if=$meta bs=4k count=1 iflag=direct 2>/dev/null | md5sum; }
+flipped=$(blk0)
+[ "$(dd if=$meta bs=1 skip=100 count=1 2>/dev/null | od -An -tu1 | tr -d ' ')" = $(((byte + 1) % 256)) ] ||
+	fail "could not flip byte 100 of the superblock"
+# (a checksum mismatch: EILSEQ, as dm-thin)
+expect_error "Invalid or incomplete multibyte" dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
+dmsetup remove pool 2>/dev/null
+[ "$(blk0)" = "$flipped" ] || fail "the failed load rewrote block 0 (flipped byte)"
+run dd if=/dev/urandom of=$meta bs=4k count=1 conv=notrunc,fsync 2>/dev/null
+garbage=$(blk0)
+# (a checksum mismatch: EILSEQ, as dm-thin)
+expect_error "Invalid or incomplete multibyte" dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
+dmsetup remove pool 2>/dev/null
+[ "$(blk0)" = "$garbage" ] || fail "the failed load rewrote block 0 (garbage)"
 exit 0
