@@ -303,6 +303,9 @@ pub(crate) struct PoolState {
     flags: Arc<PoolFlags>,
     /// Out of data space and queueing: since when, and for how long.
     no_space_deadline: Option<(Instant<Monotonic>, u32)>,
+    /// A metadata failure in this activation set needs_check (written again
+    /// at close, see `Drop`).
+    needs_check_set: bool,
 }
 
 impl PoolState {
@@ -495,10 +498,16 @@ impl PoolState {
             op,
             e.errno()
         );
-        self.md.abort();
+        pr_err!("{}: aborting current metadata transaction\n", self.name());
+        let abort_ok = self.md.abort().is_ok();
         self.epoch = self.epoch.wrapping_add(1);
         self.forget_mappings(None);
-        let needs_check_ok = self.md.set_needs_check().is_ok();
+        if !abort_ok {
+            pr_err!("{}: failed to abort metadata transaction\n", self.name());
+        }
+        // dm-thin refuses to touch metadata it could not reopen (fail_io).
+        let needs_check_ok = abort_ok && self.md.set_needs_check().is_ok();
+        self.needs_check_set |= needs_check_ok;
         if !needs_check_ok {
             pr_err!(
                 "{}: failed to set 'needs_check' flag in metadata\n",
@@ -507,7 +516,7 @@ impl PoolState {
         }
         let change =
             self.mode
-                .metadata_operation_failed(true, needs_check_ok, no_space_timeout_secs());
+                .metadata_operation_failed(abort_ok, needs_check_ok, no_space_timeout_secs());
         self.report(&change);
     }
 
@@ -834,6 +843,10 @@ impl Drop for PoolState {
         // dm_pool_metadata_close: a last commit unless read-only or failed.
         if self.mode.mode().may_commit() {
             let _ = self.md.commit();
+        } else if self.mode.mode() != PoolMode::Fail && self.needs_check_set {
+            // The flag was written to the cache when a failure made the pool
+            // read-only; if that write-back failed, this one may not.
+            let _ = self.md.persist_needs_check();
         }
     }
 }
@@ -960,6 +973,7 @@ fn find_or_create(
         epoch: 0,
         flags: flags.clone(),
         no_space_deadline: None,
+        needs_check_set: false,
     };
     let wq = IoQueue::new(c"rthin").map_err(|_| alloc)?;
     let show = &|p: &Arc<PoolFlags>, f: &mut fmt::Formatter<'_>| p.write(f);

@@ -239,6 +239,13 @@ impl Drop for Guard<'_> {
 }
 
 impl BlockStore for BufioStore {
+    fn drop_cache(&mut self) {
+        // SAFETY: the client is valid; no guard is alive (guards borrow the
+        // store, which `&mut self` excludes). Dirty buffers are written back
+        // first (sealed by `write_callback`), then every buffer is freed.
+        unsafe { dm::dm_bufio_client_reset(self.client.as_ptr()) };
+    }
+
     type Read<'a> = ReadGuard<'a>;
     type Write<'a> = Guard<'a>;
 

@@ -91,4 +91,6 @@ run sync
 run blockdev --flushbufs /dev/mapper/thin
 run dmsetup remove thin
 run dmsetup remove pool
+# The pool object went with its last table (its debugfs directory with it).
+[ ! -e "$stats" ] || fail "the pool object outlived its tables: $stats is still there"
 run thin_check $meta

@@ -83,8 +83,12 @@ s=$(dmsetup status pool)
 echo "after thin_check --clear-needs-check-flag: $s"
 case $s in *" rw "*" - "*) ;; *) bad "J63: after clearing needs_check: $s" ;; esac
 run dmsetup create thin --table "0 131072 rthin /dev/mapper/pool 1"
+# Blocks 0-3 as committed, with block 2 rewritten (from /tmp/a's block 0)
+# in read-only mode.
+cp /tmp/a /tmp/a2
+dd if=/tmp/a of=/tmp/a2 bs=64k seek=2 count=1 conv=notrunc 2>/dev/null
 got=$(dd if=/dev/mapper/thin bs=64k count=4 iflag=direct 2>/dev/null | md5sum)
-[ "$got" = "$(md5sum </tmp/a)" ] || bad "J63: committed data lost"
+[ "$got" = "$(md5sum </tmp/a2)" ] || bad "J63: committed data lost"
 run dmsetup remove thin
 run dmsetup remove pool
 

@@ -51,4 +51,9 @@ pub trait BlockStore {
 
     /// Writes back all dirty blocks, then makes them durable (FLUSH).
     fn flush(&mut self) -> CoreResult<()>;
+
+    /// Forgets every cached block (writing back dirty ones first), so the
+    /// next read goes to the media: dm-block-manager's reset when dm-thin
+    /// aborts a transaction. Stores without a cache need not do anything.
+    fn drop_cache(&mut self) {}
 }

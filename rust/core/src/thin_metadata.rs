@@ -328,12 +328,20 @@ impl<S: BlockStore> ThinMetadata<S> {
 
     /// Abandons the current transaction: the in-core state returns to the
     /// last commit. Blocks written meanwhile all lie in space that is free in
-    /// the committed state.
-    pub fn abort(&mut self) {
+    /// the committed state. Like dm-thin's `dm_pool_abort_metadata`, which
+    /// reopens the metadata, the store's cache is dropped and the committed
+    /// superblock read back from the media: an error here means the metadata
+    /// device cannot be read, and the pool must fail.
+    pub fn abort(&mut self) -> CoreResult<()> {
         self.details_cache = [None; DETAILS_CACHE_SLOTS];
         self.sb = self.committed;
         self.tm.rollback();
         self.dirty = false;
+        self.tm.store.drop_cache();
+        self.tm
+            .store
+            .read(SUPERBLOCK_LOCATION, BlockKind::Superblock)
+            .map(|_| ())
     }
 
     /// Sets the needs_check flag in place (carrying the committed roots), as
@@ -358,6 +366,14 @@ impl<S: BlockStore> ThinMetadata<S> {
         self.committed = c;
         self.sb.flags |= FLAG_NEEDS_CHECK;
         Ok(())
+    }
+
+    /// Writes the needs_check flag again and flushes: at deactivation of a
+    /// read-only pool, so that a flag whose first write-back failed (the
+    /// device was failing writes then) reaches the disk once it works.
+    pub fn persist_needs_check(&mut self) -> CoreResult<()> {
+        self.set_needs_check()?;
+        self.tm.store.flush()
     }
 
     /// True if the needs_check flag is set.

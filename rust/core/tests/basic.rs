@@ -167,7 +167,7 @@ fn metadata_space_exhaustion_then_abort() {
         committed = round + 1;
     }
     assert_eq!(err, Some(CoreError::NoSpace));
-    md.abort();
+    md.abort().unwrap();
     assert_eq!(
         md.device_details(1).unwrap().unwrap().mapped_blocks,
         committed * 200
@@ -223,7 +223,7 @@ fn details_cache_eviction_commit_and_abort() {
         md.insert_mapping(d, 10, b).unwrap();
     }
     md.delete(3).unwrap();
-    md.abort();
+    md.abort().unwrap();
     for d in 0..20 {
         assert_eq!(md.device_details(d).unwrap().unwrap().mapped_blocks, 3);
     }

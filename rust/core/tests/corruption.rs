@@ -99,7 +99,7 @@ fn exercise(media: MemMedia) -> Vec<CoreError> {
     };
     if let Err(e) = w(&mut md) {
         errs.push(e);
-        md.abort();
+        md.abort().unwrap();
     }
     errs
 }

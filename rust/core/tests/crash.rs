@@ -105,7 +105,7 @@ fn record(seed: u64) -> (WriteLog, Vec<(usize, State)>, u64) {
             md.commit().unwrap();
             push_new(&md, &mut commits, state(&md));
         } else if r < 93 {
-            md.abort();
+            md.abort().unwrap();
         }
     }
     md.commit().unwrap();

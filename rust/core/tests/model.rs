@@ -200,7 +200,7 @@ fn run(seed: u64, cfg: &Cfg) -> (usize, usize, u64) {
             max_meta = max_meta.max(rep.max_meta_block);
             checks += 1;
         } else if r < 890 {
-            md.abort();
+            md.abort().unwrap();
             m = committed.clone();
             compare(&md, &m, &ctx);
         } else if r < 920 {
