@@ -232,6 +232,23 @@ impl PoolObj {
 /// waits on its thin's list until a cell closes.
 const CELL_CAPACITY: usize = 256;
 
+/// The pool's two space maps.
+#[derive(Clone, Copy)]
+enum Space {
+    Data,
+    Metadata,
+}
+
+impl Space {
+    /// As dm-thin's log lines name the device.
+    fn name(self) -> &'static str {
+        match self {
+            Space::Data => "data",
+            Space::Metadata => "metadata",
+        }
+    }
+}
+
 /// Why no data block was allocated.
 pub(crate) enum AllocFailure {
     /// Commit, then try again: the space freed in this transaction may do.
@@ -382,83 +399,67 @@ impl PoolState {
         }
     }
 
-    /// dm-thin's `maybe_resize_data_dev`: grows the data space map to the
-    /// table's size; true if a commit is due.
-    fn maybe_resize_data(&mut self, nr_data_blocks: u64) -> Result<bool> {
-        let current = self.md.data_usage().total;
-        if nr_data_blocks < current {
-            pr_err!(
-                "{}: pool target ({} blocks) too small: expected {}\n",
-                self.name(),
-                nr_data_blocks,
-                current
-            );
+    /// dm-thin's `maybe_resize_data_dev` and `maybe_resize_metadata_dev`:
+    /// grows a space map to `wanted` blocks (the pool target's size, or the
+    /// metadata device's); refuses to shrink; true if a commit is due.
+    fn maybe_grow(&mut self, space: Space, wanted: u64) -> Result<bool> {
+        let current = match space {
+            Space::Data => self.md.data_usage().total,
+            Space::Metadata => self.md.metadata_usage().total,
+        };
+        if wanted < current {
+            match space {
+                Space::Data => pr_err!(
+                    "{}: pool target ({} blocks) too small: expected {}\n",
+                    self.name(),
+                    wanted,
+                    current
+                ),
+                Space::Metadata => pr_err!(
+                    "{}: metadata device ({} blocks) too small: expected {}\n",
+                    self.name(),
+                    wanted,
+                    current
+                ),
+            }
             return Err(Error::from_errno(-EINVAL));
         }
-        if nr_data_blocks == current {
+        if wanted == current {
             return Ok(false);
         }
         if self.md.needs_check() {
             pr_err!(
-                "{}: unable to grow the data device until repaired.\n",
-                self.name()
-            );
-            return Ok(false);
-        }
-        pr_info!(
-            "{}: growing the data device from {} to {} blocks\n",
-            self.name(),
-            current,
-            nr_data_blocks
-        );
-        if let Err(e) = self.md.resize_data(nr_data_blocks) {
-            pr_err!("{}: failed to resize data device\n", self.name());
-            self.metadata_operation_failed("dm_pool_resize_data_dev", e);
-            return Err(Error::from_errno(-e.errno()));
-        }
-        Ok(true)
-    }
-
-    /// dm-thin's `maybe_resize_metadata_dev`: grows the metadata space map to
-    /// the metadata device's current size; true if a commit is due.
-    fn maybe_resize_metadata(&mut self) -> Result<bool> {
-        let dev_blocks = self
-            .md
-            .store_mut()
-            .refresh_size()
-            .min(METADATA_MAX_SECTORS / METADATA_BLOCK_SECTORS);
-        let current = self.md.metadata_usage().total;
-        if dev_blocks < current {
-            pr_err!(
-                "{}: metadata device ({} blocks) too small: expected {}\n",
+                "{}: unable to grow the {} device until repaired.\n",
                 self.name(),
-                dev_blocks,
-                current
-            );
-            return Err(Error::from_errno(-EINVAL));
-        }
-        if dev_blocks == current {
-            return Ok(false);
-        }
-        if self.md.needs_check() {
-            pr_err!(
-                "{}: unable to grow the metadata device until repaired.\n",
-                self.name()
+                space.name()
             );
             return Ok(false);
         }
         pr_info!(
-            "{}: growing the metadata device from {} to {} blocks\n",
+            "{}: growing the {} device from {} to {} blocks\n",
             self.name(),
+            space.name(),
             current,
-            dev_blocks
+            wanted
         );
-        let change = self
-            .mode
-            .metadata_grew(self.md.needs_check(), no_space_timeout_secs());
-        self.report(&change);
-        if let Err(e) = self.md.resize_metadata(dev_blocks) {
-            self.metadata_operation_failed("dm_pool_resize_metadata_dev", e);
+        let resized = match space {
+            Space::Data => self.md.resize_data(wanted),
+            Space::Metadata => {
+                // Out of metadata space asks for write mode first.
+                let change = self.mode.metadata_grew(false, no_space_timeout_secs());
+                self.report(&change);
+                self.md.resize_metadata(wanted)
+            }
+        };
+        if let Err(e) = resized {
+            let op = match space {
+                Space::Data => {
+                    pr_err!("{}: failed to resize data device\n", self.name());
+                    "dm_pool_resize_data_dev"
+                }
+                Space::Metadata => "dm_pool_resize_metadata_dev",
+            };
+            self.metadata_operation_failed(op, e);
             return Err(Error::from_errno(-e.errno()));
         }
         Ok(true)
@@ -1193,8 +1194,13 @@ impl TargetOps for Pool {
             no_space_timeout_secs(),
         );
         st.report(&change);
-        let grew_data = st.maybe_resize_data(self.nr_data_blocks)?;
-        let grew_metadata = st.maybe_resize_metadata()?;
+        let grew_data = st.maybe_grow(Space::Data, self.nr_data_blocks)?;
+        let metadata_blocks = st
+            .md
+            .store_mut()
+            .refresh_size()
+            .min(METADATA_MAX_SECTORS / METADATA_BLOCK_SECTORS);
+        let grew_metadata = st.maybe_grow(Space::Metadata, metadata_blocks)?;
         if grew_data || grew_metadata {
             let _ = st.commit();
         }
