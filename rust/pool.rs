@@ -49,8 +49,8 @@ use crate::{
         bufio::BufioStore,
         deferred::IoQueue,
         dm::{
-            Args, CtrError, DmDev, MapResult, MdKey, QueueLimits, StatusKind, TableMd, TableRef,
-            TargetCtx, TargetOps,
+            features, Args, CtrError, DmDev, MapResult, MdKey, QueueLimits, StatusKind, TableMd,
+            TableRef, TargetCtx, TargetOps,
         },
         kcopyd::Kcopyd,
         registry,
@@ -1048,7 +1048,11 @@ impl Drop for Pool {
 impl TargetOps for Pool {
     const NAME: &'static CStr = c"rthin-pool";
     const COMPAT_NAME: &'static CStr = c"thin-pool";
-    const VERSION: [u32; 3] = [1, 23, 0];
+    const VERSION: [u32; 3] = [1, 24, 0];
+    const FEATURES: u64 = features::SINGLETON
+        | features::ALWAYS_WRITEABLE
+        | features::IMMUTABLE
+        | features::PASSES_CRYPTO;
     const HAS_MESSAGE: bool = true;
 
     fn ctr(ti: &mut TargetCtx<'_>, args: &Args<'_>) -> Result<Self, CtrError> {
@@ -1211,6 +1215,11 @@ impl TargetOps for Pool {
         let mut st = self.pool.lock();
         st.suspended = false;
         st.data_low_water.rearm();
+        // dm-thin's requeue_bios: bios held for data space try again (the
+        // pool may have grown); those that still find none are held again.
+        for t in st.thins.iter() {
+            t.requeue_held();
+        }
     }
 
     fn presuspend(&self, _noflush: bool) {

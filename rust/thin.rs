@@ -24,7 +24,10 @@ use crate::{
     dm_thin_table::{glue_errors, ThinTable, ThinTableLine},
     glue::{
         bio::Bio,
-        dm::{Args, CtrError, DmDev, MapResult, QueueLimits, StatusKind, TargetCtx, TargetOps},
+        dm::{
+            features, Args, CtrError, DmDev, MapResult, QueueLimits, StatusKind, TargetCtx,
+            TargetOps,
+        },
     },
     pool::{lookup, to_bytes, SharedPool},
     thin_io::{ThinCounters, ThinIo, ThinIoConfig},
@@ -44,7 +47,8 @@ pub(crate) struct Thin {
 impl TargetOps for Thin {
     const NAME: &'static CStr = c"rthin";
     const COMPAT_NAME: &'static CStr = c"thin";
-    const VERSION: [u32; 3] = [1, 23, 0];
+    const VERSION: [u32; 3] = [1, 24, 0];
+    const FEATURES: u64 = features::PASSES_CRYPTO;
 
     fn ctr(ti: &mut TargetCtx<'_>, args: &Args<'_>) -> Result<Self, CtrError> {
         let words = args.words();

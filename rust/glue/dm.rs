@@ -338,10 +338,16 @@ impl TargetCtx<'_> {
     }
 
     /// Asks dm to keep a [`PerBio`] in front of every bio it maps to the
-    /// target (what `OwnedBio::submit_hooked` needs).
+    /// target (what `OwnedBio::submit_hooked` needs), and tells it that
+    /// deferred bios go out through `dm_submit_bio_remap` (for I/O
+    /// accounting).
     pub(crate) fn reserve_per_bio_data(&mut self) {
         // SAFETY: ctr has exclusive use of `ti`; the size is small.
-        unsafe { self.ti.as_mut().per_io_data_size = size_of::<PerBio>() as c_uint };
+        unsafe {
+            let ti = self.ti.as_mut();
+            ti.per_io_data_size = size_of::<PerBio>() as c_uint;
+            ti.set_accounts_remapped_io(true);
+        }
     }
 
     /// Accepts discards whatever the device below supports, one bio per
@@ -393,6 +399,8 @@ pub(crate) trait TargetOps: Sized + Send + Sync + 'static {
     const COMPAT_NAME: &'static CStr;
     /// The version dm reports for the target.
     const VERSION: [c_uint; 3];
+    /// `DM_TARGET_*` feature flags ([`features`]).
+    const FEATURES: u64 = 0;
 
     /// Builds the target from its table line.
     fn ctr(ti: &mut TargetCtx<'_>, args: &Args<'_>) -> Result<Self, CtrError>;
@@ -448,6 +456,20 @@ impl QueueLimits<'_> {
     }
 }
 
+/// dm's target feature flags, as the C targets declare them.
+pub(crate) mod features {
+    use super::dm;
+
+    /// The table holds no other target.
+    pub(crate) const SINGLETON: u64 = dm::DM_TARGET_SINGLETON as u64;
+    /// The table is always opened for writing.
+    pub(crate) const ALWAYS_WRITEABLE: u64 = dm::DM_TARGET_ALWAYS_WRITEABLE as u64;
+    /// A reload may not replace the target by another type.
+    pub(crate) const IMMUTABLE: u64 = dm::DM_TARGET_IMMUTABLE as u64;
+    /// Inline encryption passes through.
+    pub(crate) const PASSES_CRYPTO: u64 = dm::DM_TARGET_PASSES_CRYPTO as u64;
+}
+
 /// A registered target type for `T`; unregistered on drop.
 pub(crate) struct TargetType<T: TargetOps> {
     raw: Pin<KBox<dm::target_type>>,
@@ -470,6 +492,7 @@ impl<T: TargetOps> TargetType<T> {
         tt.name = name.as_char_ptr();
         tt.module = module.as_ptr();
         tt.version = T::VERSION;
+        tt.features = T::FEATURES;
         tt.ctr = Some(ctr_trampoline::<T>);
         tt.dtr = Some(dtr_trampoline::<T>);
         tt.map = Some(map_trampoline::<T>);
