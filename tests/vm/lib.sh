@@ -59,3 +59,205 @@ sectors() {
 wipe() {
 	dd if=/dev/zero of="$1" bs=1M count=1 conv=fsync 2>/dev/null
 }
+
+# ---- one scenario, two implementations ----
+# The data-path tests (70-io-*) run the same scenario against the kernel's C
+# dm-thin (thin-pool/thin, the reference) and rthin (rthin-pool/rthin).
+# RTHIN_TEST_IMPLS (comma-separated, e.g. RTHIN_VM_ENV=RTHIN_TEST_IMPLS=c)
+# restricts the list; the default is both.
+
+# use_impl c|rthin: sets IMPL, POOL_T and THIN_T (loading dm-thin-pool for c).
+use_impl() {
+	IMPL=$1
+	case $1 in
+	c)
+		modprobe dm-thin-pool || fail "modprobe dm-thin-pool"
+		POOL_T=thin-pool THIN_T=thin
+		;;
+	rthin) POOL_T=rthin-pool THIN_T=rthin ;;
+	*) fail "unknown implementation '$1' (want c or rthin)" ;;
+	esac
+}
+impl_pool_target() { use_impl "$1" && echo "$POOL_T"; }
+impl_thin_target() { use_impl "$1" && echo "$THIN_T"; }
+test_impls() { echo "${RTHIN_TEST_IMPLS:-c,rthin}" | tr , ' '; }
+
+# for_each_impl FUNC [ARG...]: runs FUNC in a subshell once per implementation
+# (POOL_T/THIN_T set), removes every dm device after each run, and fails
+# naming the implementations whose run failed; every run happens either way.
+for_each_impl() {
+	local impl failed=
+	for impl in $(test_impls); do
+		echo "==== [$impl] $*"
+		if (use_impl "$impl" && "$@"); then
+			echo "==== [$impl] PASS $1"
+		else
+			echo "==== [$impl] FAIL $1"
+			failed="$failed $impl"
+		fi
+		dmsetup remove_all --force >/dev/null 2>&1
+	done
+	[ -z "$failed" ] || fail "$1 failed on:$failed"
+}
+
+# info DEV: the status line after "<start> <len> <target> ".
+info() { dmsetup status "$1" | cut -d' ' -f4-; }
+# pool_field POOL N: field N of the pool's status (1 trans id ... 5 mode, 7 no-space).
+pool_field() { info "$1" | cut -d' ' -f"$2"; }
+# data_used POOL / data_total POOL: data blocks in use / in the pool.
+data_used() { pool_field "$1" 3 | cut -d/ -f1; }
+data_total() { pool_field "$1" 3 | cut -d/ -f2; }
+# expect_used POOL N WHAT: the pool's used data blocks must be N.
+expect_used() {
+	local got
+	got=$(data_used "$1")
+	[ "$got" = "$2" ] || fail "$3: pool $1 uses $got data blocks, expected $2 (status: $(info "$1"))"
+	echo "ok: $1 uses $2 data blocks ($3)"
+}
+# expect_thin THIN "STATUS" WHAT: the thin's status must be exactly STATUS.
+expect_thin() {
+	local got
+	got=$(info "$1")
+	[ "$got" = "$2" ] || fail "$3: thin $1 status '$got', expected '$2'"
+	echo "ok: $1 status '$2' ($3)"
+}
+# thin_status_for NBLOCKS HIGHEST_VBLOCK [BS]: the thin status dm-thin reports
+# for NBLOCKS mapped blocks of BS sectors (128) with the highest at HIGHEST_VBLOCK.
+thin_status_for() {
+	local bs=${3:-128}
+	[ "$1" = 0 ] && { echo "0 -"; return; }
+	echo "$(($1 * bs)) $((($2 + 1) * bs - 1))"
+}
+
+# mkpool NAME META DATA SECTORS [FEATURE...]: wipes META and creates a pool
+# (POOL_T) of SECTORS with 64 KiB blocks and low water mark 0.
+mkpool() {
+	local name=$1 meta=$2 data=$3 len=$4 feat=
+	shift 4
+	[ $# -gt 0 ] && feat=" $# $*"
+	wipe "$meta"
+	run dmsetup create "$name" --table "0 $len $POOL_T $meta $data 128 0$feat"
+}
+# openpool NAME META DATA SECTORS [FEATURE...]: the same without wiping META.
+openpool() {
+	local name=$1 meta=$2 data=$3 len=$4 feat=
+	shift 4
+	[ $# -gt 0 ] && feat=" $# $*"
+	run dmsetup create "$name" --table "0 $len $POOL_T $meta $data 128 0$feat"
+}
+# mkthin NAME POOL ID SECTORS: activates thin device ID of POOL as NAME (THIN_T).
+mkthin() {
+	run dmsetup create "$1" --table "0 $4 $THIN_T /dev/mapper/$2 $3"
+}
+# snap POOL NEW ORIGIN [ORIGIN_DM_NAME]: create_snap, with the active origin
+# suspended around it as LVM does.
+snap() {
+	[ -n "${4:-}" ] && run dmsetup suspend "$4"
+	run dmsetup message "$1" 0 "create_snap $2 $3"
+	[ -n "${4:-}" ] && run dmsetup resume "$4"
+	return 0
+}
+# fill DEV MIB BYTE: writes MIB MiB of the octal byte BYTE (e.g. 132 = 'Z')
+# to DEV, so that a block that was not zeroed shows.
+fill() {
+	tr '\000' "\\$3" </dev/zero | dd of="$1" bs=1M count="$2" iflag=fullblock oflag=direct 2>/dev/null ||
+		fail "filling $1"
+}
+
+# ---- data checks ----
+# Random pattern files /tmp/pat.A ... (8 MiB each), made on first use; a write
+# at byte offset OFF takes its data from offset OFF mod 4 MiB of the pattern,
+# so different places and different patterns hold different bytes.
+pattern() {
+	[ -f "/tmp/pat.$1" ] || dd if=/dev/urandom of="/tmp/pat.$1" bs=1M count=8 2>/dev/null ||
+		fail "making pattern $1"
+}
+# model_new MODEL MIB: an all-zero (sparse) model of the first MIB MiB of a device.
+model_new() {
+	rm -f "$1"
+	truncate -s "${2}M" "$1" || fail "model $1"
+}
+# capture DEV MODEL MIB: the model becomes the device's first MIB MiB (O_DIRECT read).
+capture() {
+	dd if="$1" of="$2" bs=1M count="$3" iflag=direct 2>/dev/null || fail "reading $1 into $2"
+}
+# put DEV MODEL PAT OFF BS COUNT: writes COUNT blocks of BS bytes of pattern
+# PAT at byte offset OFF of DEV, one O_DIRECT write each, and the same bytes
+# into the model file (MODEL "-" for none).
+put() {
+	local dev=$1 model=$2 pat=$3 off=$4 bs=$5 count=$6 src
+	pattern "$pat"
+	src=$((off % 4194304))
+	dd if="/tmp/pat.$pat" of="$dev" bs="$bs" count="$count" iflag=skip_bytes skip="$src" \
+		oflag=seek_bytes,direct seek="$off" conv=notrunc 2>/tmp/put.err ||
+		fail "write of $count x $bs bytes at $off to $dev failed: $(cat /tmp/put.err)"
+	[ "$model" = - ] && return 0
+	dd if="/tmp/pat.$pat" of="$model" bs="$bs" count="$count" iflag=skip_bytes skip="$src" \
+		oflag=seek_bytes seek="$off" conv=notrunc 2>/dev/null || fail "model write $model"
+}
+# same DEV MODEL WHAT: the device's first bytes (O_DIRECT) must equal the model file.
+same() {
+	local mib
+	mib=$(($(wc -c <"$2") / 1048576))
+	dd if="$1" of=/tmp/readback bs=1M count="$mib" iflag=direct 2>/tmp/same.err ||
+		fail "$3: reading $1: $(cat /tmp/same.err)"
+	if ! out=$(cmp /tmp/readback "$2" 2>&1); then
+		echo "first differing bytes (offset, device, expected, octal):"
+		cmp -l /tmp/readback "$2" 2>&1 | head -5
+		echo "differing 64 KiB blocks of $1:"
+		cmp -l /tmp/readback "$2" 2>/dev/null | awk '{ print int(($1 - 1) / 65536) }' | uniq | head -20 | tr '\n' ' '
+		echo
+		rm -f /tmp/readback
+		fail "$3: $1 differs from its model $2: $out"
+	fi
+	rm -f /tmp/readback
+	echo "ok: $1 matches $2 ($mib MiB, $3)"
+}
+# zeroes DEV OFF_MIB LEN_MIB WHAT: that range of DEV must read as zeroes.
+zeroes() {
+	local n
+	dd if="$1" of=/tmp/zchk bs=1M skip="$2" count="$3" iflag=direct 2>/tmp/z.err ||
+		fail "$4: reading $1: $(cat /tmp/z.err)"
+	n=$(wc -c </tmp/zchk)
+	[ "$n" = $(($3 * 1048576)) ] || fail "$4: read $n bytes of $1, expected $(($3 * 1048576))"
+	n=$(tr -d '\000' </tmp/zchk | wc -c)
+	rm -f /tmp/zchk
+	[ "$n" = 0 ] || fail "$4: $1 MiB $2+$3 holds $n non-zero bytes, expected zeroes"
+	echo "ok: $1 MiB $2+$3 reads as zeroes ($4)"
+}
+
+# fio_write NAME DEV OFFSET SIZE BS RW SEED [FIO-ARG...]: writes the range
+# with crc32c-verified data (psync, O_DIRECT) and reads it back at the end.
+# fio_verify with the same arguments re-reads and checks it (--verify_only).
+fio_write() {
+	local name=$1 dev=$2 off=$3 size=$4 bs=$5 rw=$6 seed=$7
+	shift 7
+	(cd /tmp && fio --name="$name" --filename="$dev" --offset="$off" --size="$size" --bs="$bs" \
+		--rw="$rw" --randseed="$seed" --ioengine=psync --direct=1 --verify=crc32c \
+		--do_verify=1 --verify_fatal=1 --verify_state_save=0 --output-format=terse "$@" \
+		>"/tmp/fio.$name.out" 2>&1) || {
+		cat "/tmp/fio.$name.out"
+		fail "fio $name ($rw $bs at $off+$size of $dev, seed $seed)"
+	}
+	echo "ok: fio $name wrote and verified $rw $bs at $off+$size of $dev"
+}
+fio_verify() {
+	local name=$1 dev=$2 off=$3 size=$4 bs=$5 rw=$6 seed=$7
+	shift 7
+	(cd /tmp && fio --name="$name" --filename="$dev" --offset="$off" --size="$size" --bs="$bs" \
+		--rw="$rw" --randseed="$seed" --ioengine=psync --direct=1 --verify=crc32c \
+		--verify_only=1 --verify_fatal=1 --verify_state_save=0 --output-format=terse "$@" \
+		>"/tmp/fio.$name.v.out" 2>&1) || {
+		cat "/tmp/fio.$name.v.out"
+		fail "fio verify $name ($rw $bs at $off+$size of $dev, seed $seed)"
+	}
+	echo "ok: fio $name verified $rw $bs at $off+$size of $dev"
+}
+# check_meta META: thin_check must pass on the (inactive) metadata device.
+check_meta() {
+	thin_check "$1" >/tmp/thin_check.out 2>&1 || {
+		cat /tmp/thin_check.out
+		fail "thin_check $1"
+	}
+	echo "ok: thin_check $1"
+}
