@@ -261,3 +261,29 @@ check_meta() {
 	}
 	echo "ok: thin_check $1"
 }
+
+# mappings XML ID: "vblock dblock" lines of device ID in a thin_dump XML file.
+mappings() {
+	awk -v id="$2" '
+	function attr(name,   m) {
+		if (!match($0, name "=\"[0-9]+\"")) return -1
+		m = substr($0, RSTART + length(name) + 2, RLENGTH - length(name) - 3)
+		return m + 0
+	}
+	/<device / { on = (attr("dev_id") == id) }
+	/<\/device>/ { on = 0 }
+	on && /<range_mapping/ {
+		o = attr("origin_begin"); d = attr("data_begin"); n = attr("length")
+		for (i = 0; i < n; i++) print o + i, d + i
+	}
+	on && /<single_mapping/ { print attr("origin_block"), attr("data_block") }
+	' "$1"
+}
+# live_mappings POOL META ID: mappings of device ID of an active pool, read
+# through a metadata snapshot (reserve, thin_dump -m, release).
+live_mappings() {
+	run dmsetup message "$1" 0 reserve_metadata_snap
+	thin_dump -m "$2" >/tmp/live.xml 2>/tmp/live.err || fail "thin_dump -m $2: $(cat /tmp/live.err)"
+	run dmsetup message "$1" 0 release_metadata_snap
+	mappings /tmp/live.xml "$3"
+}
