@@ -133,3 +133,4 @@ echo "brd discard_max_bytes: $(cat /sys/block/ram1/queue/discard_max_bytes)"
 for_each_impl passdown
 for_each_impl no_passdown
 for_each_impl ignore
+impl_verdict

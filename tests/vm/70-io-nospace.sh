@@ -125,3 +125,4 @@ queue_mode() {
 
 for_each_impl error_mode
 for_each_impl queue_mode
+impl_verdict

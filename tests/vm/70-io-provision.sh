@@ -90,3 +90,4 @@ check_data() {
 }
 
 for_each_impl scenario
+impl_verdict

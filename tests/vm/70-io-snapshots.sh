@@ -145,3 +145,4 @@ scenario() {
 }
 
 for_each_impl scenario
+impl_verdict

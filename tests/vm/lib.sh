@@ -83,21 +83,29 @@ impl_thin_target() { use_impl "$1" && echo "$THIN_T"; }
 test_impls() { echo "${RTHIN_TEST_IMPLS:-c,rthin}" | tr , ' '; }
 
 # for_each_impl FUNC [ARG...]: runs FUNC in a subshell once per implementation
-# (POOL_T/THIN_T set), removes every dm device after each run, and fails
-# naming the implementations whose run failed; every run happens either way.
+# (POOL_T/THIN_T set) and removes every dm device after each run. Every run
+# happens; a failed one is recorded for impl_verdict and makes for_each_impl
+# return 1.
+IMPL_FAILURES=
 for_each_impl() {
-	local impl failed=
+	local impl rc=0
 	for impl in $(test_impls); do
 		echo "==== [$impl] $*"
 		if (use_impl "$impl" && "$@"); then
 			echo "==== [$impl] PASS $1"
 		else
 			echo "==== [$impl] FAIL $1"
-			failed="$failed $impl"
+			IMPL_FAILURES="$IMPL_FAILURES $1[$impl]"
+			rc=1
 		fi
 		dmsetup remove_all --force >/dev/null 2>&1
 	done
-	[ -z "$failed" ] || fail "$1 failed on:$failed"
+	return $rc
+}
+# impl_verdict: the last line of a for_each_impl test; fails if any run failed.
+impl_verdict() {
+	[ -z "$IMPL_FAILURES" ] || fail "failed:$IMPL_FAILURES"
+	echo "all passed on: $(test_impls)"
 }
 
 # info DEV: the status line after "<start> <len> <target> ".
