@@ -98,9 +98,19 @@ for_each_impl() {
 			IMPL_FAILURES="$IMPL_FAILURES $1[$impl]"
 			rc=1
 		fi
-		dmsetup remove_all --force >/dev/null 2>&1
+		# Bounded: a bio held forever by a target makes this wait (dm's
+		# suspend is interruptible).
+		timeout 120 dmsetup remove_all --force >/dev/null 2>&1 ||
+			note "$1 [$impl]: dmsetup remove_all --force failed or timed out: $(dmsetup ls | tr '\n' ' ')"
 	done
 	return $rc
+}
+# note TEXT: to the test log and to the kernel log (the console keeps it
+# even when the VM hangs before writing its results).
+note() {
+	echo "NOTE: $*"
+	echo "rthin-test: $*" >/dev/kmsg 2>/dev/null
+	return 0
 }
 # impl_verdict: the last line of a for_each_impl test; fails if any run failed.
 impl_verdict() {
