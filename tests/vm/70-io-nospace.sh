@@ -122,7 +122,7 @@ queue_mode() {
 		timeout 20 dmsetup suspend pool && timeout 20 dmsetup resume pool
 		sleep 5
 		kill -0 $held 2>/dev/null &&
-			note "70-io-nospace [$IMPL]: the write is still held; removing its device will hang"
+			note "70-io-nospace [$IMPL]: the write is still held; removing its device may hang"
 		fail "the waiting write is still waiting 30 s after the grow: $(info pool)"
 	fi
 	wait $held || fail "the waiting write failed after the grow: rc $?, $(cat /tmp/held.err)"
