@@ -6,6 +6,8 @@
 #   make demo       boots the VM and shows a pool and a thin volume at work
 #   make module     builds dm-rthin.ko (and, if missing, the sysroot and kernel)
 #   make vm-shell   boots the VM with a shell, module loaded
+#   make bench      dm-linear, C dm-thin and rthin side by side, every case (TCG: about an hour)
+#   make bench-quick  the headline case (4k randread, iodepth 32, numjobs 2) and a short case 4
 #   make host-test  cargo fmt --check, clippy and cargo test only
 #   make clean      removes this clone's build output (the cache stays)
 #
@@ -13,7 +15,7 @@
 
 SHELL := /bin/bash
 
-.PHONY: check demo module kernel sysroot vm-shell host-test clean
+.PHONY: check demo module kernel sysroot vm-shell host-test clean bench bench-quick
 
 check:
 	scripts/check.sh
@@ -33,6 +35,12 @@ sysroot:
 vm-shell: module
 	scripts/initramfs.sh build/initramfs-shell.cpio.gz
 	scripts/vm.sh --mode shell build/initramfs-shell.cpio.gz build/shell
+
+bench:
+	RTHIN_BENCH_COMMAND="make bench" scripts/bench.sh
+
+bench-quick:
+	RTHIN_BENCH_COMMAND="make bench-quick" scripts/bench.sh --quick
 
 host-test:
 	cargo fmt --all -- --check

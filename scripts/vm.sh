@@ -5,7 +5,7 @@
 # guest's /results into RESULTS_DIR.
 #
 # Usage: vm.sh [options] INITRAMFS RESULTS_DIR
-#   --mode check|demo|shell   what the guest runs (default check)
+#   --mode check|demo|bench|shell   what the guest runs (default check; bench: scripts/bench.sh)
 #   --cpus N --mem MiB        guest size (default 2 vCPUs, 2048 MiB)
 #   --ramdisk-mib N           size of each of the 4 brd RAM disks (default 256)
 #   --disk GiB                add a sparse-file virtio disk (repeatable: vdb, vdc, ...)
@@ -70,8 +70,8 @@ console=$results/console.log
 status=0
 if [ "$mode" = shell ]; then
 	"${qemu[@]}" -serial mon:stdio
-elif [ "$mode" = demo ]; then
-	# The demo's output is for people: show it live, keep a copy.
+elif [ "$mode" = demo ] || [ "$mode" = bench ]; then
+	# The demo's and the benchmark's output is for people: show it live, keep a copy.
 	timeout -k 10 "$timeout" "${qemu[@]}" -serial stdio | tee "$console" || status=$?
 else
 	timeout -k 10 "$timeout" "${qemu[@]}" -serial "file:$console" || status=$?

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# `make bench` and `make bench-quick`: dm-linear, the C dm-thin and rthin side
+# by side, each case for all three in one VM boot on the same data device.
+#
+# Usage: bench.sh [--quick] [options]
+#   --quick           case 2 (4k randread, iodepth 32, numjobs 2) and a short case 4
+#   --cases LIST      comma list of c1..c6 (full default: c1,c2,c3,c4,c5,c6)
+#   --cpus N          vCPUs of the main boot (default 2)
+#   --oversub N       vCPUs of the extra case-2 boot of the full bench, 0 for none (default 4)
+#   --reps N          repetitions per measurement (default 3)
+#   --runtime S       seconds per timed fio run (default 5)
+#   --data brd|nullb  the data device: a brd RAM disk or a null_blk without memory
+#   --out DIR         results folder (default build/bench/<UTC timestamp>)
+#   --env NAME=VALUE  passed to the VM runner (BENCH_* settings in scripts/bench/run.sh)
+# The results folder gets one vm-<N>cpu/ folder per boot (console, kernel log,
+# per-run fio JSON, manifest.tsv) and, from scripts/bench/report.py,
+# results.json, table.md and chart.png. build/bench/latest points at it.
+. "$(dirname "$0")/lib.sh"
+
+quick=0 cases= cpus=2 oversub=4 reps=3 runtime=5 data=brd out= envs=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) quick=1; shift ;;
+	--cases) cases=$2; shift 2 ;;
+	--cpus) cpus=$2; shift 2 ;;
+	--oversub) oversub=$2; shift 2 ;;
+	--reps) reps=$2; shift 2 ;;
+	--runtime) runtime=$2; shift 2 ;;
+	--data) data=$2; shift 2 ;;
+	--out) out=$2; shift 2 ;;
+	--env) envs+=("$2"); shift 2 ;;
+	*) die "unknown option $1 (see the top of scripts/bench.sh)" ;;
+	esac
+done
+
+if [ $quick = 1 ]; then
+	: "${cases:=c2,c4}"
+	oversub=0
+	# Short case 4: a 32 MiB volume, 0, 1 and 10 snapshots.
+	vm_env=(BENCH_NJOBS=2 BENCH_SNAPS=0+1+10 BENCH_WVOL_MIB=32 BENCH_VOL_MIB=256)
+	rd_mib=512 mem=3072 timeout=1200
+else
+	: "${cases:=c1,c2,c3,c4,c5,c6}"
+	vm_env=(BENCH_VOL_MIB=256 BENCH_WVOL_MIB=64)
+	rd_mib=1024 mem=4096 timeout=5400
+fi
+vm_env+=(BENCH_CASES="$cases" BENCH_REPS="$reps" BENCH_RUNTIME="$runtime" BENCH_DATA="$data")
+
+stamp=$(date -u +%Y%m%d-%H%M%S)
+out=${out:-$RTHIN_OUT/bench/$stamp$([ $quick = 1 ] && echo -quick)}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+ln -sfn "$out" "$RTHIN_OUT/bench/latest"
+
+# The PNG chart needs matplotlib for the system python3 (apt's package).
+ensure_host_packages python3-matplotlib || log "no python3-matplotlib: the report will have no chart"
+
+start=$(date +%s)
+"$RTHIN_ROOT/scripts/module.sh"
+initramfs=$RTHIN_OUT/initramfs-bench.cpio.gz
+"$RTHIN_ROOT/scripts/initramfs.sh" "$initramfs"
+# The benchmark layer on top: the runner and GNU date (nanosecond timings;
+# busybox date has no %N). The kernel unpacks concatenated cpio archives in order.
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+chmod 755 "$stage"
+mkdir -p "$stage/rthin/bench/bin"
+cp "$RTHIN_ROOT/scripts/bench/run.sh" "$stage/rthin/bench/"
+cp "$RTHIN_SYSROOT/usr/bin/date" "$stage/rthin/bench/bin/date"
+(cd "$stage" && find . | cpio -o -H newc --quiet | gzip -1) >>"$initramfs"
+
+# boot CPUS EXTRA-ENV...: one VM run of the bench runner into $out/vm-<CPUS>cpu.
+boot() {
+	local n=$1 dir=$out/vm-$1cpu args=() kv
+	shift
+	# Later settings win: the defaults, then this boot's, then --env's.
+	local -A set=()
+	for kv in "${vm_env[@]}" "$@" "${envs[@]}"; do set[${kv%%=*}]=$kv; done
+	for kv in "${set[@]}"; do args+=(--env "$kv"); done
+	log "VM with $n vCPUs (TCG): ${set[*]}"
+	local t0=$SECONDS
+	"$RTHIN_ROOT/scripts/vm.sh" --mode bench --cpus "$n" --mem "$mem" --ramdisk-mib "$rd_mib" \
+		--timeout "$timeout" "${args[@]}" "$initramfs" "$dir" |
+		grep --line-buffered -aE '^bench:' | tr -d '\r' >&2 || true
+	echo "$((SECONDS - t0))" >"$dir/boot-seconds" 2>/dev/null || true
+	echo "$n" >"$dir/requested-cpus" 2>/dev/null || true
+	if [ -f "$dir/vm-status" ]; then
+		[ "$(cat "$dir/vm-status")" = done ] || log "VM with $n vCPUs did not finish: $(cat "$dir/vm-status")"
+	else
+		log "VM with $n vCPUs wrote no results; console: $dir/console.log"
+	fi
+}
+
+boot "$cpus"
+# Case 2 oversubscribed: more vCPUs than the host has cores, numjobs up to it.
+if [ "$oversub" -gt 0 ] && [[ ,$cases, == *,c2,* ]]; then
+	boot "$oversub" BENCH_CASES=c2 "BENCH_NJOBS=$(seq -s+ 1 "$oversub" | awk -F+ '{for (i = 1; i <= NF; i *= 2) printf "%s%s", (i > 1 ? "+" : ""), $i}')"
+fi
+echo "$(($(date +%s) - start))" >"$out/bench-seconds"
+
+# The host the numbers came from.
+{
+	echo "nproc=$(nproc)"
+	echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+	echo "mem_gib=$(awk '/MemTotal/ {printf "%.0f", $2 / 1048576}' /proc/meminfo)"
+	echo "qemu=$(qemu-system-x86_64 --version | head -1)"
+	echo "accel=tcg (multi-threaded TCG, no KVM)"
+	echo "git=$(cd "$RTHIN_ROOT" && git describe --always --dirty)"
+	echo "command=${RTHIN_BENCH_COMMAND:-scripts/bench.sh $([ $quick = 1 ] && echo --quick)}"
+	echo "quick=$quick"
+	echo "seconds=$(cat "$out/bench-seconds")"
+} >"$out/host"
+
+py=python3
+/usr/bin/python3 -c 'import matplotlib' 2>/dev/null && py=/usr/bin/python3
+"$py" "$RTHIN_ROOT/scripts/bench/report.py" "$out"
+log "results: $out (table.md, results.json, chart.png); $(cat "$out/bench-seconds") s in all"
