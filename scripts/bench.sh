@@ -18,6 +18,7 @@
 # results.json, table.md and chart.png. build/bench/latest points at it.
 . "$(dirname "$0")/lib.sh"
 
+args_given="$*"
 quick=0 cases= cpus=2 oversub=4 reps=3 runtime=5 data=brd out= envs=()
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -107,7 +108,7 @@ echo "$(($(date +%s) - start))" >"$out/bench-seconds"
 	echo "qemu=$(qemu-system-x86_64 --version | head -1)"
 	echo "accel=tcg (multi-threaded TCG, no KVM)"
 	echo "git=$(cd "$RTHIN_ROOT" && git describe --always --dirty)"
-	echo "command=${RTHIN_BENCH_COMMAND:-scripts/bench.sh $([ $quick = 1 ] && echo --quick)}"
+	echo "command=${RTHIN_BENCH_COMMAND:-scripts/bench.sh $args_given}"
 	echo "quick=$quick"
 	echo "seconds=$(cat "$out/bench-seconds")"
 } >"$out/host"

@@ -33,6 +33,7 @@ CASE_TITLES = {
     "c6-discard": "6. discard of a fully provisioned volume",
     "c6-snap-create": "6. snapshot create (suspend, message, resume)",
     "c6-snap-delete": "6. snapshot delete (message)",
+    "c6-dmsetup-floor": "6. floor: one `dmsetup info` of the pool (process start + ioctl)",
 }
 CASE_ORDER = list(CASE_TITLES)
 
@@ -220,6 +221,7 @@ def main():
             },
         })
 
+    notes = list(dict.fromkeys(notes))
     doc = {"host": host, "boots": boots, "notes": notes, "rows": results}
     (out / "results.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     md = markdown(doc)

@@ -23,7 +23,6 @@
 #   BENCH_DATA     brd (/dev/ram1, default) or nullb (null_blk, not memory backed)
 #   BENCH_TARGETS  '+'-separated subset of linear+dm-thin+rthin
 set -u
-export PATH=/rthin/bench/bin:$PATH
 
 B=/results/bench
 mkdir -p "$B/runs"
@@ -44,7 +43,8 @@ TARGETS=$(echo "${BENCH_TARGETS:-linear+dm-thin+rthin}" | tr + ' ')
 DATA_KIND=${BENCH_DATA:-brd}
 
 say() { echo "bench: $*"; }
-now() { date +%s%N; }
+# GNU date (busybox's has no %N; busybox sh runs its own applets before PATH).
+now() { /rthin/bench/bin/date +%s%N; }
 has_case() { case ",$CASES," in *",$1,"*) return 0 ;; esac; return 1; }
 
 # record CASE VARIANT TARGET REP KIND VALUE [NOTE]
@@ -361,6 +361,8 @@ case6() {
 				# create: suspend the origin, the message, resume (what LVM does).
 				timed c6-snap-create "mapped${mib}MiB" "$t" $r snap "$t"
 				timed c6-snap-delete "mapped${mib}MiB" "$t" $r dmsetup message bench-pool 0 "delete $SNAP_ID"
+				# What any dmsetup call costs here, to read the two above against.
+				timed c6-dmsetup-floor "mapped${mib}MiB" "$t" $r dmsetup info bench-pool
 				r=$((r + 1))
 			done
 		done
