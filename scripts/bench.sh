@@ -43,7 +43,8 @@ if [ $quick = 1 ]; then
 	rd_mib=512 mem=3072 timeout=1200
 else
 	: "${cases:=c1,c2,c3,c4,c5,c6}"
-	vm_env=(BENCH_VOL_MIB=256 BENCH_WVOL_MIB=64)
+	# numjobs from 1 to the vCPUs asked for (not what the guest brought up).
+	vm_env=(BENCH_VOL_MIB=256 BENCH_WVOL_MIB=64 "BENCH_NJOBS=$(seq -s+ 1 "$cpus")")
 	rd_mib=1024 mem=4096 timeout=5400
 fi
 vm_env+=(BENCH_CASES="$cases" BENCH_REPS="$reps" BENCH_RUNTIME="$runtime" BENCH_DATA="$data")
