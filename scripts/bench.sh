@@ -12,6 +12,8 @@
 #   --runtime S       seconds per timed fio run (default 5)
 #   --data brd|nullb  the data device: a brd RAM disk or a null_blk without memory
 #   --out DIR         results folder (default build/bench/<UTC timestamp>)
+#   --module-dir DIR  bench the dm-rthin.ko in DIR (another clone's build/module)
+#                     instead of building this clone's
 #   --env NAME=VALUE  passed to the VM runner (BENCH_* settings in scripts/bench/run.sh)
 # The results folder gets one vm-<N>cpu/ folder per boot (console, kernel log,
 # per-run fio JSON, manifest.tsv) and, from scripts/bench/report.py,
@@ -19,7 +21,7 @@
 . "$(dirname "$0")/lib.sh"
 
 args_given="$*"
-quick=0 cases= cpus=2 oversub=4 reps=3 runtime=5 data=brd out= envs=()
+quick=0 cases= cpus=2 oversub=4 reps=3 runtime=5 data=brd out= envs=() moddir=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=1; shift ;;
@@ -30,6 +32,7 @@ while [ $# -gt 0 ]; do
 	--runtime) runtime=$2; shift 2 ;;
 	--data) data=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
+	--module-dir) moddir=$(cd "$2" && pwd); shift 2 ;;
 	--env) envs+=("$2"); shift 2 ;;
 	*) die "unknown option $1 (see the top of scripts/bench.sh)" ;;
 	esac
@@ -59,9 +62,16 @@ ln -sfn "$out" "$RTHIN_OUT/bench/latest"
 ensure_host_packages python3-matplotlib || log "no python3-matplotlib: the report will have no chart"
 
 start=$(date +%s)
-"$RTHIN_ROOT/scripts/module.sh"
+if [ -z "$moddir" ]; then
+	"$RTHIN_ROOT/scripts/module.sh"
+	moddir=$RTHIN_OUT/module
+	modsrc=$(cd "$RTHIN_ROOT" && git describe --always --dirty)
+else
+	[ -f "$moddir/dm-rthin.ko" ] || die "no dm-rthin.ko in $moddir"
+	modsrc="$moddir ($(cd "$moddir" && git describe --always --dirty 2>/dev/null || echo '?'))"
+fi
 initramfs=$RTHIN_OUT/initramfs-bench.cpio.gz
-"$RTHIN_ROOT/scripts/initramfs.sh" "$initramfs"
+"$RTHIN_ROOT/scripts/initramfs.sh" "$initramfs" "$moddir"
 # The benchmark layer on top: the runner and GNU date (nanosecond timings;
 # busybox date has no %N). The kernel unpacks concatenated cpio archives in order.
 stage=$(mktemp -d)
@@ -109,6 +119,7 @@ echo "$(($(date +%s) - start))" >"$out/bench-seconds"
 	echo "qemu=$(qemu-system-x86_64 --version | head -1)"
 	echo "accel=tcg (multi-threaded TCG, no KVM)"
 	echo "git=$(cd "$RTHIN_ROOT" && git describe --always --dirty)"
+	echo "module=$modsrc"
 	echo "command=${RTHIN_BENCH_COMMAND:-scripts/bench.sh $args_given}"
 	echo "quick=$quick"
 	echo "seconds=$(cat "$out/bench-seconds")"

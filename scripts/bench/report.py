@@ -246,7 +246,8 @@ def markdown(doc):
     h = doc["host"]
     lines = []
     lines.append(f"Host: {h.get('nproc', '?')} CPUs ({h.get('cpu', '?')}), {h.get('mem_gib', '?')} GiB, "
-                 f"{h.get('qemu', 'qemu')}, {h.get('accel', 'TCG')}; rthin {h.get('git', '?')}; "
+                 f"{h.get('qemu', 'qemu')}, {h.get('accel', 'TCG')}; harness {h.get('git', '?')}, dm-rthin.ko from "
+                 f"{h.get('module', h.get('git', '?'))}; "
                  f"`{h.get('command', '')}`, {h.get('seconds', '?')} s in all.")
     for name, b in doc["boots"].items():
         e = b["env"]
