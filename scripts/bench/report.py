@@ -104,6 +104,9 @@ def load_boot(boot_dir, rows, notes, errors):
     if req.exists() and env.get("vcpus") and req.read_text().strip() != env["vcpus"]:
         notes.append(f"{boot_dir.name}: QEMU was given {req.read_text().strip()} vCPUs but the guest kernel brought "
                      f"up {env['vcpus']}; the variants are named by what the guest saw (vcpuN).")
+    if env.get("clocksource") and not env["clocksource"].startswith("tsc"):
+        notes.append(f"{boot_dir.name}: the guest clock was {env['clocksource']} (coarse steps): its latencies "
+                     f"and ms timings are quantised and not comparable.")
     if status != "done":
         notes.append(f"{boot_dir.name}: the VM did not finish ({status}); what it measured before is below.")
     if not manifest.exists():
@@ -252,7 +255,7 @@ def markdown(doc):
     for name, b in doc["boots"].items():
         e = b["env"]
         lines.append(f"{name}: {e.get('vcpus', '?')} vCPUs, {int(e.get('mem_kib', 0)) // 1024} MiB, "
-                     f"kernel {e.get('kernel', '?')}, {e.get('fio', 'fio')}, data device {e.get('data', '?')} "
+                     f"kernel {e.get('kernel', '?')}, clock {e.get('clocksource', '?')}, {e.get('fio', 'fio')}, data device {e.get('data', '?')} "
                      f"({e.get('data_mib', '?')} MiB), read volume {e.get('vol_mib', '?')} MiB, write volume "
                      f"{e.get('wvol_mib', '?')} MiB, {e.get('reps', '?')} repetitions, {e.get('runtime', '?')} s "
                      f"per timed run, status {b['status']}, {b['seconds'] or '?'} s.")
