@@ -94,7 +94,7 @@ boot() {
 	local t0=$SECONDS
 	"$RTHIN_ROOT/scripts/vm.sh" --mode bench --cpus "$n" --mem "$mem" --ramdisk-mib "$rd_mib" \
 		--timeout "$timeout" "${args[@]}" "$initramfs" "$dir" |
-		grep --line-buffered -aE '^bench:' | tr -d '\r' >&2 || true
+		grep --line-buffered -aE '^bench:' | sed -u 's/\r$//' >&2 || true
 	echo "$((SECONDS - t0))" >"$dir/boot-seconds" 2>/dev/null || true
 	echo "$n" >"$dir/requested-cpus" 2>/dev/null || true
 	if [ -f "$dir/vm-status" ]; then

@@ -109,6 +109,10 @@ def load_boot(boot_dir, rows, notes, errors):
                      f"and ms timings are quantised and not comparable.")
     if status != "done":
         notes.append(f"{boot_dir.name}: the VM did not finish ({status}); what it measured before is below.")
+    for hang in sorted(bench.glob("hang-*.txt")):
+        first = hang.read_text(errors="replace").splitlines()[:1]
+        notes.append(f"{boot_dir.name}: HANG, {first[0] if first else '?'} (kernel state in "
+                     f"{boot_dir.name}/bench/{hang.name}); that target was skipped for the rest of the boot.")
     if not manifest.exists():
         return env, status
     for line in manifest.read_text(errors="replace").splitlines():

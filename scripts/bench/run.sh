@@ -27,6 +27,13 @@
 #   BENCH_BLOCKS   pool block sizes in sectors for case 1, '+'-separated (128+16384)
 #   BENCH_DATA     brd (default) or nullb (null_blk without memory: no data kept)
 #   BENCH_TARGETS  '+'-separated subset of linear+dm-thin+rthin
+#   BENCH_LIMIT    seconds a single step may take before the target is
+#                  declared hung (default 120 + 4 x BENCH_RUNTIME)
+#
+# A step that does not finish in BENCH_LIMIT (an I/O that never completes) is
+# recorded as an error, the kernel's view of it is saved in hang-N.txt, and
+# that target is left alone for the rest of the boot (its devices may hold
+# stuck I/O); the other targets go on.
 set -u
 
 B=/results/bench
@@ -47,6 +54,10 @@ BLOCKS=$(echo "${BENCH_BLOCKS:-128+16384}" | tr + ' ')
 TARGETS=$(echo "${BENCH_TARGETS:-linear+dm-thin+rthin}" | tr + ' ')
 THINS=$(for t in $TARGETS; do [ "$t" = linear ] || echo "$t"; done)
 DATA_KIND=${BENCH_DATA:-brd}
+LIMIT=${BENCH_LIMIT:-$((120 + 4 * RT))}
+DEAD=
+CUR=
+HANGS=0
 
 say() { echo "bench: $*"; }
 # GNU date (busybox's has no %N; busybox sh runs its own applets before PATH).
@@ -95,19 +106,81 @@ snap_id() { eval "echo \${SNAP_$(echo "$1" | tr -d -):-1}"; }
 set_snap_id() { eval "SNAP_$(echo "$1" | tr -d -)=$2"; }
 
 ERR=/tmp/bench-err
-# try CMD...: runs CMD; on failure keeps a one-line message in $ERR.msg.
+alive() { case " $DEAD " in *" $1 "*) return 1 ;; esac; return 0; }
+
+# hang_report CMD: what the kernel shows while CMD hangs, into hang-N.txt.
+hang_report() {
+	local f p
+	HANGS=$((HANGS + 1))
+	f=$B/hang-$HANGS.txt
+	{
+		echo "target $CUR: no completion after ${LIMIT}s: $1"
+		echo "--- tasks in D state (pid, command, wchan)"
+		for p in /proc/[0-9]*; do
+			grep -q '^State:.*D' "$p/status" 2>/dev/null &&
+				echo "${p#/proc/} $(cat "$p/comm" 2>/dev/null) $(cat "$p/wchan" 2>/dev/null)"
+		done
+		echo "--- dmsetup status"
+		timeout 10 dmsetup status
+		echo "--- in flight (read write) per block device"
+		for p in /sys/block/*/inflight; do echo "$p $(cat "$p")"; done
+		echo "--- debugfs"
+		for p in $(find /sys/kernel/debug -path '*rthin*' -type f 2>/dev/null); do
+			echo "$p:"
+			timeout 5 cat "$p" 2>&1 | sed 's/^/    /'
+		done
+		echo "--- dmesg tail"
+		dmesg | tail -50
+	} >"$f" 2>&1
+	say "HANG: $CUR: $1 (no completion after ${LIMIT}s; see $(basename "$f")); $CUR is skipped from now on"
+	DEAD="$DEAD $CUR"
+	checkpoint "hang $HANGS ($CUR)"
+}
+
+# limited CMD...: runs CMD (a command or function; its side effects on
+# variables are lost) in the background with its output in $ERR, and waits
+# at most LIMIT seconds. Sets ELAPSED (ns, measured around CMD itself).
+# Returns CMD's status, or 124 after a hang (then the current target is dead).
+limited() {
+	local pid waited=0 rc
+	rm -f /tmp/bench-rc
+	(
+		t0=$(now)
+		"$@" >"$ERR" 2>&1
+		rc=$?
+		echo "$rc $(($(now) - t0))" >/tmp/bench-rc.tmp
+		mv /tmp/bench-rc.tmp /tmp/bench-rc
+	) &
+	pid=$!
+	while [ ! -f /tmp/bench-rc ]; do
+		sleep 0.05
+		waited=$((waited + 1))
+		if [ $waited -ge $((LIMIT * 20)) ]; then
+			kill -9 "$pid" 2>/dev/null
+			echo "hung: no completion after ${LIMIT}s" >"$ERR"
+			hang_report "$*"
+			return 124
+		fi
+	done
+	wait "$pid"
+	read -r rc ELAPSED </tmp/bench-rc
+	return "$rc"
+}
+
+# try CMD...: limited CMD; on failure keeps a one-line message in $ERR.msg.
 try() {
 	local rc
-	"$@" >"$ERR" 2>&1 && return 0
+	limited "$@" && return 0
 	rc=$?
 	echo "rc=$rc: $*: $(tr '\n\t' '  ' <"$ERR" | cut -c1-300)" >"$ERR.msg"
-	return 1
+	return "$rc"
 }
 errmsg() { cat "$ERR.msg" 2>/dev/null; }
 
 # teardown TARGET: removes the target's devices (volume, snapshots, pool, meta).
 teardown() {
 	local d
+	alive "$1" || return 0
 	for d in $(dmsetup ls 2>/dev/null | awk '{print $1}' | grep -E "^bench-$1(-pool|-meta)?\$"); do
 		case $d in *-pool | *-meta) ;; *) dmsetup remove --force "$d" >/dev/null 2>&1 ;; esac
 	done
@@ -121,9 +194,11 @@ teardown() {
 # FEATURES is dm-thin's feature list ("" or "skip_block_zeroing").
 setup() {
 	local t=$1 bs=$2 feat=$3 mib=$4 nfeat=0 data meta
+	CUR=$t
+	alive "$t" || { echo "skipped: $t hung earlier in this boot" >"$ERR.msg"; return 1; }
 	teardown "$t"
 	data=$(data_of "$t")
-	[ "$DATA_KIND" = brd ] && blkdiscard "$data" >/dev/null 2>&1
+	[ "$DATA_KIND" = brd ] && try blkdiscard "$data"
 	set_snap_id "$t" 1
 	if [ "$t" = linear ]; then
 		try dmsetup create bench-linear --table "0 $((mib * 2048)) linear $data 0"
@@ -142,25 +217,31 @@ setup() {
 
 # snap TARGET: a snapshot of the volume (thin id 1), as LVM takes it: the
 # origin suspended around the message.
-snap() {
-	local id
-	id=$(($(snap_id "$1") + 1))
-	try dmsetup suspend "bench-$1" || return 1
-	if ! try dmsetup message "$(pool "$1")" 0 "create_snap $id 1"; then
+snap_cmds() {
+	dmsetup suspend "bench-$1" || return 1
+	if ! dmsetup message "$(pool "$1")" 0 "create_snap $2 1"; then
 		dmsetup resume "bench-$1"
 		return 1
 	fi
+	dmsetup resume "bench-$1"
+}
+snap() {
+	local id
+	id=$(($(snap_id "$1") + 1))
+	CUR=$1
+	try snap_cmds "$1" $id || return 1
 	set_snap_id "$1" $id
-	try dmsetup resume "bench-$1"
 }
 
 # fio_run CASE VARIANT TARGET REP FIO-ARGS...: one fio run on the target's volume.
 fio_run() {
 	local c=$1 v=$2 t=$3 r=$4 rel rc
 	shift 4
+	CUR=$t
+	alive "$t" || { record "$c" "$v" "$t" "$r" error "skipped: $t hung earlier in this boot"; return 1; }
 	rel=runs/$c/$v/$t.$r.json
 	mkdir -p "$B/runs/$c/$v"
-	if fio --name="$c" --filename="$(dev "$t")" --output-format=json --output="$B/$rel" "$@" >"$ERR" 2>&1; then
+	if limited fio --name="$c" --filename="$(dev "$t")" --output-format=json --output="$B/$rel" "$@"; then
 		record "$c" "$v" "$t" "$r" fio "$rel"
 		return 0
 	fi
@@ -174,37 +255,40 @@ fio_run() {
 fill() {
 	fio_run "$1" "$2" "$3" fill --rw=write --bs=1M --size="${4}M" --direct=1 \
 		--ioengine=libaio --iodepth=4 --end_fsync=1 || return 1
-	[ "$3" = linear ] || record "$1" "$2" "$3" fill pool "$(dmsetup status "$(pool "$3")" | tr '\t' ' ')"
+	[ "$3" = linear ] && return 0
+	try dmsetup status "$(pool "$3")" && record "$1" "$2" "$3" fill pool "$(tr '\t\n' '  ' <"$ERR")"
 }
 
 # setup_all CASE VARIANT BLOCK FEATURES MIB FILL_MIB: every target set up
-# (and filled when FILL_MIB > 0); prints the targets that are ready.
+# (and filled when FILL_MIB > 0); READY lists the targets that are ready.
 setup_all() {
 	local t
+	READY=
 	for t in $TARGETS; do
 		if ! setup "$t" "$3" "$4" "$5"; then
 			record "$1" "$2" "$t" - error "setup: $(errmsg)"
-			say "$1 $2 $t: setup failed: $(errmsg)" >&2
+			say "$1 $2 $t: setup failed: $(errmsg)"
 			continue
 		fi
 		if [ "$6" -gt 0 ] && ! fill "$1" "$2" "$t" "$6"; then
-			say "$1 $2 $t: fill failed" >&2
+			say "$1 $2 $t: fill failed: $(tr '\n' ' ' <"$ERR" | cut -c1-200)"
 			continue
 		fi
-		echo "$t"
+		READY="$READY $t"
 	done
 }
 
 # timed CASE VARIANT TARGET REP CMD...: records CMD's duration in ns.
 timed() {
-	local c=$1 v=$2 t=$3 r=$4 t0 t1
+	local c=$1 v=$2 t=$3 r=$4
 	shift 4
-	t0=$(now)
+	CUR=$t
+	alive "$t" || { record "$c" "$v" "$t" "$r" error "skipped: $t hung earlier in this boot"; return 1; }
 	if try "$@"; then
-		t1=$(now)
-		record "$c" "$v" "$t" "$r" ns $((t1 - t0))
+		record "$c" "$v" "$t" "$r" ns "$ELAPSED"
 	else
 		record "$c" "$v" "$t" "$r" error "$(errmsg)"
+		return 1
 	fi
 }
 
@@ -214,7 +298,8 @@ case1() {
 	for bs in $BLOCKS; do
 		v=blk$((bs / 2))k
 		say "c1 sequential 4k reads, $v blocks"
-		ready=$(setup_all c1-seqread "$v" "$bs" skip_block_zeroing "$VOL" "$VOL")
+		setup_all c1-seqread "$v" "$bs" skip_block_zeroing "$VOL" "$VOL"
+		ready=$READY
 		for r in $(reps); do
 			for mode in buffered direct; do
 				direct=0
@@ -248,7 +333,8 @@ randreads() {
 case23() {
 	local ready snapped t
 	say "c2 4k random reads, iodepth 32, vcpus $NCPU, numjobs $NJOBS"
-	ready=$(setup_all c2-randread "vcpu$NCPU" 128 skip_block_zeroing "$VOL" "$VOL")
+	setup_all c2-randread "vcpu$NCPU" 128 skip_block_zeroing "$VOL" "$VOL"
+	ready=$READY
 	randreads c2-randread "$ready"
 	checkpoint c2
 	has_case c3 || return 0
@@ -313,7 +399,8 @@ share() {
 case4b() {
 	local ready n r t ok failed=
 	say "c4 writes breaking sharing, snapshots: $SNAPS"
-	ready=$(setup_all c4-break-sharing - 128 skip_block_zeroing "$WVOL" "$WVOL")
+	setup_all c4-break-sharing - 128 skip_block_zeroing "$WVOL" "$WVOL"
+	ready=$READY
 	for n in $SNAPS; do
 		for r in $(reps); do
 			for t in $ready; do
@@ -356,7 +443,7 @@ case5() {
 
 # ---- case 6: discard of a fully provisioned volume; snapshot latency ----
 case6() {
-	local r t mib v
+	local r t mib v id
 	say "c6 discard of a fully provisioned ${VOL} MiB volume"
 	for r in $(reps); do
 		for t in $TARGETS; do
@@ -379,8 +466,10 @@ case6() {
 			for t in $THINS; do
 				[ -e "$(dev "$t")" ] || continue
 				# create: suspend the origin, the message, resume (what LVM does).
-				timed c6-snap-create "$v" "$t" "$r" snap "$t"
-				timed c6-snap-delete "$v" "$t" "$r" dmsetup message "$(pool "$t")" 0 "delete $(snap_id "$t")"
+				id=$(($(snap_id "$t") + 1))
+				timed c6-snap-create "$v" "$t" "$r" snap_cmds "$t" $id || continue
+				set_snap_id "$t" $id
+				timed c6-snap-delete "$v" "$t" "$r" dmsetup message "$(pool "$t")" 0 "delete $id"
 				# What any dmsetup call costs here, to read the two above against.
 				timed c6-dmsetup-floor "$v" "$t" "$r" dmsetup info "$(pool "$t")"
 			done
