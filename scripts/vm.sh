@@ -53,7 +53,7 @@ done
 cmdline="console=ttyS0 rdinit=/init panic=-1 oops=panic rthin.mode=$mode rthin.cpus=$cpus"
 cmdline+=" brd.rd_nr=4 brd.rd_size=$((rd_mib * 1024))"
 [ -n "$only" ] && cmdline+=" rthin.only=$only"
-if [ "$mode" = bench ]; then
+if [ "$mode" = bench ] && [ "${RTHIN_BENCH_TSC:-1}" = 1 ]; then
 	# Timings need a fine clock. Under TCG the guest's PIT calibration of the
 	# TSC fails when the host is busy, and the kernel then falls back to the
 	# jiffies clocksource (4 ms steps). Guest TSC ticks at the host's rate

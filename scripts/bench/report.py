@@ -40,7 +40,7 @@ CASE_ORDER = list(CASE_TITLES)
 # Where linear has no run of its own, the linear reference for the row.
 LINEAR_REF = {
     "c3-snap-randread": lambda v: ("c2-randread", v),
-    "c4-break-sharing": lambda v: ("c4-break-sharing", "snaps0"),
+    "c4-break-sharing": lambda v: ("c4-break-sharing", re.sub(r"^snaps\d+", "snaps0", v)),
 }
 
 
@@ -93,6 +93,9 @@ def metrics_from_fio(case, jobs):
 
 def load_boot(boot_dir, rows, notes, errors):
     bench = boot_dir / "bench"
+    # A second boot without a target that froze the first: its rows stand apart.
+    m = re.search(r"-without-(.*)$", boot_dir.name)
+    suffix = f" (boot without {m.group(1)})" if m else ""
     manifest = bench / "manifest.tsv"
     env = {}
     if (bench / "env").exists():
@@ -113,6 +116,14 @@ def load_boot(boot_dir, rows, notes, errors):
         first = hang.read_text(errors="replace").splitlines()[:1]
         notes.append(f"{boot_dir.name}: HANG, {first[0] if first else '?'} (kernel state in "
                      f"{boot_dir.name}/bench/{hang.name}); that target was skipped for the rest of the boot.")
+    frozen = boot_dir / "frozen-at"
+    if frozen.exists() and frozen.read_text().strip():
+        f = frozen.read_text().strip().split("\t")
+        if len(f) >= 4:
+            errors.setdefault((f[0], f[1] + suffix, f[2]), []).append(
+                f"the whole guest froze in this run (rep {f[3]}: {' '.join(f[4:])}); the host stopped the VM")
+            notes.append(f"{boot_dir.name}: the guest FROZE (no output, no in-guest time limit firing) during "
+                         f"{f[0]} {f[1]} {f[2]} rep {f[3]}: {' '.join(f[4:])}. Runs after it in that boot are missing.")
     if not manifest.exists():
         return env, status
     for line in manifest.read_text(errors="replace").splitlines():
@@ -120,6 +131,7 @@ def load_boot(boot_dir, rows, notes, errors):
         if len(parts) < 6:
             continue
         case, variant, target, rep, kind, value = parts[:6]
+        variant += suffix
         if kind == "pool":
             m = re.search(r"thin-pool \d+ \d+/\d+ (\d+)/(\d+)", value)
             if m:
@@ -185,7 +197,8 @@ def main():
             k, _, v = line.partition("=")
             host[k] = v
     rows, notes, errors, boots = {}, [], {}, {}
-    for boot in sorted(out.glob("vm-*cpu"), key=lambda p: int(re.sub(r"\D", "", p.name) or 0)):
+    for boot in sorted(out.glob("vm-*cpu*"), key=lambda p: (int(re.sub(r"\D", "", p.name.split("cpu")[0]) or 0),
+                                                             p.name)):
         env, status = load_boot(boot, rows, notes, errors)
         boots[boot.name] = {"status": status, "env": env,
                             "seconds": (boot / "boot-seconds").read_text().strip()

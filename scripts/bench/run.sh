@@ -65,6 +65,14 @@ now() { /rthin/bench/bin/date +%s%N; }
 has_case() { case ",$CASES," in *",$1,"*) return 0 ;; esac; return 1; }
 reps() { seq 1 "$REPS"; }
 
+# step CASE VARIANT TARGET REP WHAT...: the run about to start, on the
+# console: if the whole guest freezes, the host reads the last one.
+step() {
+	local c=$1 v=$2 t=$3 r=$4
+	shift 4
+	echo "bench-run: $c	$v	$t	$r	$*"
+}
+
 # record CASE VARIANT TARGET REP KIND VALUE
 record() {
 	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" >>"$M"
@@ -241,6 +249,7 @@ fio_run() {
 	alive "$t" || { record "$c" "$v" "$t" "$r" error "skipped: $t hung earlier in this boot"; return 1; }
 	rel=runs/$c/$v/$t.$r.json
 	mkdir -p "$B/runs/$c/$v"
+	step "$c" "$v" "$t" "$r" fio "$*"
 	if limited fio --name="$c" --filename="$(dev "$t")" --output-format=json --output="$B/$rel" "$@"; then
 		record "$c" "$v" "$t" "$r" fio "$rel"
 		return 0
@@ -270,6 +279,7 @@ setup_all() {
 			say "$1 $2 $t: setup failed: $(errmsg)"
 			continue
 		fi
+		[ "$6" -gt 0 ] && say "$1 $2 $t: writing ${6} MiB"
 		if [ "$6" -gt 0 ] && ! fill "$1" "$2" "$t" "$6"; then
 			say "$1 $2 $t: fill failed: $(tr '\n' ' ' <"$ERR" | cut -c1-200)"
 			continue
@@ -284,6 +294,7 @@ timed() {
 	shift 4
 	CUR=$t
 	alive "$t" || { record "$c" "$v" "$t" "$r" error "skipped: $t hung earlier in this boot"; return 1; }
+	step "$c" "$v" "$t" "$r" "$*"
 	if try "$@"; then
 		record "$c" "$v" "$t" "$r" ns "$ELAPSED"
 	else
