@@ -21,7 +21,7 @@
 . "$(dirname "$0")/lib.sh"
 
 args_given="$*"
-stall=${RTHIN_BENCH_STALL:-240}
+stall=${RTHIN_BENCH_STALL:-180}
 quick=0 cases= cpus=2 oversub=4 reps=3 runtime=5 data=brd out= envs=() moddir=
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -63,6 +63,8 @@ ln -sfn "$out" "$RTHIN_OUT/bench/latest"
 ensure_host_packages python3-matplotlib || log "no python3-matplotlib: the report will have no chart"
 
 start=$(date +%s)
+# The host is shared: its load is part of the result.
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 if [ -z "$moddir" ]; then
 	"$RTHIN_ROOT/scripts/module.sh"
 	moddir=$RTHIN_OUT/module
@@ -157,6 +159,8 @@ echo "$(($(date +%s) - start))" >"$out/bench-seconds"
 	echo "command=${RTHIN_BENCH_COMMAND:-scripts/bench.sh $args_given}"
 	echo "quick=$quick"
 	echo "seconds=$(cat "$out/bench-seconds")"
+	echo "load_start=$load_start"
+	echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$out/host"
 
 py=python3

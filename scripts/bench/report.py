@@ -268,7 +268,8 @@ def markdown(doc):
     lines.append(f"Host: {h.get('nproc', '?')} CPUs ({h.get('cpu', '?')}), {h.get('mem_gib', '?')} GiB, "
                  f"{h.get('qemu', 'qemu')}, {h.get('accel', 'TCG')}; harness {h.get('git', '?')}, dm-rthin.ko from "
                  f"{h.get('module', h.get('git', '?'))}; "
-                 f"`{h.get('command', '')}`, {h.get('seconds', '?')} s in all.")
+                 f"`{h.get('command', '')}`, {h.get('seconds', '?')} s in all; host load average "
+                 f"{h.get('load_start', '?')} at the start, {h.get('load_end', '?')} at the end (2 cores, shared).")
     for name, b in doc["boots"].items():
         e = b["env"]
         lines.append(f"{name}: {e.get('vcpus', '?')} vCPUs, {int(e.get('mem_kib', 0)) // 1024} MiB, "
