@@ -54,7 +54,9 @@ fi
 vm_env+=(BENCH_CASES="$cases" BENCH_REPS="$reps" BENCH_RUNTIME="$runtime" BENCH_DATA="$data")
 
 stamp=$(date -u +%Y%m%d-%H%M%S)
-out=${out:-$RTHIN_OUT/bench/$stamp$([ $quick = 1 ] && echo -quick)}
+suffix=
+if [ $quick = 1 ]; then suffix=-quick; fi
+out=${out:-$RTHIN_OUT/bench/$stamp$suffix}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 ln -sfn "$out" "$RTHIN_OUT/bench/latest"
