@@ -249,29 +249,23 @@ zeroes() {
 # fio_write NAME DEV OFFSET SIZE BS RW SEED [FIO-ARG...]: writes the range
 # with crc32c-verified data (psync, O_DIRECT) and reads it back at the end.
 # fio_verify with the same arguments re-reads and checks it (--verify_only).
-fio_write() {
-	local name=$1 dev=$2 off=$3 size=$4 bs=$5 rw=$6 seed=$7
-	shift 7
+fio_write() { fio_run write "$@"; }
+fio_verify() { fio_run verify "$@"; }
+fio_run() {
+	local mode=$1 name=$2 dev=$3 off=$4 size=$5 bs=$6 rw=$7 seed=$8 how out
+	shift 8
+	case $mode in
+	write) how=--do_verify=1 out=/tmp/fio.$name.out ;;
+	*) how=--verify_only=1 out=/tmp/fio.$name.v.out ;;
+	esac
 	(cd /tmp && fio --name="$name" --filename="$dev" --offset="$off" --size="$size" --bs="$bs" \
 		--rw="$rw" --randseed="$seed" --ioengine=psync --direct=1 --verify=crc32c \
-		--do_verify=1 --verify_fatal=1 --verify_state_save=0 --output-format=terse "$@" \
-		>"/tmp/fio.$name.out" 2>&1) || {
-		cat "/tmp/fio.$name.out"
-		fail "fio $name ($rw $bs at $off+$size of $dev, seed $seed)"
+		"$how" --verify_fatal=1 --verify_state_save=0 --output-format=terse "$@" \
+		>"$out" 2>&1) || {
+		cat "$out"
+		fail "fio $mode $name ($rw $bs at $off+$size of $dev, seed $seed)"
 	}
-	echo "ok: fio $name wrote and verified $rw $bs at $off+$size of $dev"
-}
-fio_verify() {
-	local name=$1 dev=$2 off=$3 size=$4 bs=$5 rw=$6 seed=$7
-	shift 7
-	(cd /tmp && fio --name="$name" --filename="$dev" --offset="$off" --size="$size" --bs="$bs" \
-		--rw="$rw" --randseed="$seed" --ioengine=psync --direct=1 --verify=crc32c \
-		--verify_only=1 --verify_fatal=1 --verify_state_save=0 --output-format=terse "$@" \
-		>"/tmp/fio.$name.v.out" 2>&1) || {
-		cat "/tmp/fio.$name.v.out"
-		fail "fio verify $name ($rw $bs at $off+$size of $dev, seed $seed)"
-	}
-	echo "ok: fio $name verified $rw $bs at $off+$size of $dev"
+	echo "ok: fio $name ${mode}: $rw $bs at $off+$size of $dev"
 }
 # check_meta META: thin_check must pass on the (inactive) metadata device.
 check_meta() {
