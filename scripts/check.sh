@@ -50,7 +50,7 @@ if step "kernel module build (W=1, clippy, warning-free)" "$RTHIN_ROOT/scripts/m
 	vm_args=()
 	[ -n "${RTHIN_ONLY:-}" ] && vm_args+=(--only "$RTHIN_ONLY")
 	for kv in ${RTHIN_VM_ENV:-}; do vm_args+=(--env "$kv"); done
-	log "VM run: KUnit and tests/vm (TCG, a few minutes)"
+	log "VM run: KUnit and tests/vm (TCG, about 10 minutes)"
 	vm_out=$("$RTHIN_ROOT/scripts/vm.sh" "${vm_args[@]}" --disk 4 --disk 4 \
 		"$RTHIN_OUT/initramfs-check.cpio.gz" "$RTHIN_OUT/results") && vm_ok=1 || vm_ok=0
 	echo "$vm_out" | sed '$d'
