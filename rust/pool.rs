@@ -39,8 +39,8 @@ use crate::{
     dm_message::PoolMessage,
     dm_pool_mode::{BindRequest, BioAction, IoError, ModeChange, PoolMode, PoolModeState},
     dm_pool_table::{
-        glue_errors, metadata_low_water_threshold, nr_data_blocks, write_pool_table, PoolFeatures,
-        PoolTable, PoolTableLine, METADATA_BLOCK_SECTORS, METADATA_MAX_SECTORS,
+        glue_errors, metadata_dev_blocks, metadata_low_water_threshold, nr_data_blocks,
+        write_pool_table, PoolFeatures, PoolTable, PoolTableLine, METADATA_BLOCK_SECTORS,
     },
     dm_status::{write_pool_info, DiscardStatus, PoolInfo, FAIL},
     dm_status_buf::StatusBuf,
@@ -77,6 +77,12 @@ impl<F: Fn(&mut fmt::Formatter<'_>) -> fmt::Result> kernel::fmt::Display for Sho
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         (self.0)(f)
     }
+}
+
+/// The metadata blocks dm-thin uses of a device of `device_blocks` 4 KiB
+/// blocks (capped, as `get_metadata_dev_size_in_blocks`).
+fn usable_metadata_blocks(device_blocks: u64) -> u64 {
+    metadata_dev_blocks(device_blocks.saturating_mul(METADATA_BLOCK_SECTORS))
 }
 
 /// dm-thin's `__set_metadata_reserve` and `dm_pool_get_free_metadata_block_count`:
@@ -382,11 +388,7 @@ impl PoolState {
     /// The metadata low-water threshold, checked after metadata changes.
     fn check_metadata_low_water(&mut self) {
         let free = self.md.metadata_usage().free;
-        let dev_blocks = self
-            .md
-            .store()
-            .nr_blocks()
-            .min(METADATA_MAX_SECTORS / METADATA_BLOCK_SECTORS);
+        let dev_blocks = usable_metadata_blocks(self.md.store().nr_blocks());
         if self
             .metadata_low_water
             .check(free, metadata_low_water_threshold(dev_blocks))
@@ -1130,11 +1132,7 @@ impl TargetOps for Pool {
                 }
                 let meta = st.md.metadata_usage();
                 let data = st.md.data_usage();
-                let dev_blocks = st
-                    .md
-                    .store()
-                    .nr_blocks()
-                    .min(METADATA_MAX_SECTORS / METADATA_BLOCK_SECTORS);
+                let dev_blocks = usable_metadata_blocks(st.md.store().nr_blocks());
                 let info = PoolInfo {
                     transaction_id: st.md.transaction_id(),
                     metadata_total: meta.total,
@@ -1199,11 +1197,7 @@ impl TargetOps for Pool {
         );
         st.report(&change);
         let grew_data = st.maybe_grow(Space::Data, self.nr_data_blocks)?;
-        let metadata_blocks = st
-            .md
-            .store_mut()
-            .refresh_size()
-            .min(METADATA_MAX_SECTORS / METADATA_BLOCK_SECTORS);
+        let metadata_blocks = usable_metadata_blocks(st.md.store_mut().refresh_size());
         let grew_metadata = st.maybe_grow(Space::Metadata, metadata_blocks)?;
         if grew_data || grew_metadata {
             let _ = st.commit();

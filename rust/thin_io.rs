@@ -211,14 +211,17 @@ impl ThinIo {
 
     /// Hands the bios that waited for a free cell back to the workers.
     pub(crate) fn requeue_cell_waiters(&self) {
-        let mut waiters = core::mem::take(&mut *self.cell_waiters.lock());
-        self.queues.push_list(&self.pool.wq, &mut waiters);
+        self.requeue(core::mem::take(&mut *self.cell_waiters.lock()));
     }
 
     /// Hands the bios held for data space back to the workers.
     pub(crate) fn requeue_held(&self) {
-        let mut held = self.take_held();
-        self.queues.push_list(&self.pool.wq, &mut held);
+        self.requeue(self.take_held());
+    }
+
+    /// Puts bios back on this CPU's deferred list.
+    fn requeue(&self, mut bios: BioList) {
+        self.queues.push_list(&self.pool.wq, &mut bios);
     }
 
     /// A noflush suspend begins (dm-thin's `do_noflush_start`): held bios,
@@ -583,7 +586,7 @@ impl ThinIo {
         copied: bool,
     ) -> Result<(), IoError> {
         let mut st = self.pool.lock();
-        let mut parked = st.close_cell(self.dev_id, vblock);
+        let parked = st.close_cell(self.dev_id, vblock);
         let outcome = if !filled {
             st.release_data_block(data_block);
             Err(IoError::Io)
@@ -617,7 +620,7 @@ impl ThinIo {
             counter.fetch_add(1, Ordering::Relaxed);
         }
         self.pool.provision_done(st);
-        self.queues.push_list(&self.pool.wq, &mut parked);
+        self.requeue(parked);
         outcome
     }
 
