@@ -14,10 +14,13 @@
 //! decide what the bio needs (`dm_pool_mode::decide_bio`), and publishes the
 //! answer to the cache so later bios take the fast path. Provisioning and
 //! breaking sharing allocate a data block and hold a *cell* on the virtual
-//! block (later bios to it park on the cell), then zero or copy the new block
-//! with kcopyd *outside* the pool lock, so other workers keep going, and only
-//! then insert the mapping: no mapping ever points at a block that does not
-//! yet hold the right data. Commits wait for those in-flight provisions
+//! block (later bios to it park on the cell), then start a kcopyd job that
+//! zeroes or copies the new block (or, for a write of the whole block,
+//! submit the write itself) and move on: the worker never waits for the
+//! data, so it keeps many provisions in flight. When the job or the write
+//! ends, the bio comes back on the thin's *completion lane* and only then is
+//! the mapping inserted: no mapping ever points at a block that does not yet
+//! hold the right data. Commits wait for those in-flight provisions
 //! (`PoolObj::lock_settled`), so a commit never records a block allocated but
 //! not yet mapped.
 //!
@@ -39,7 +42,7 @@ use crate::{
         BioAction, BioDir, DiscardAction, IoError, Lookup, PreparedMappingAction, WorkItem,
     },
     glue::{
-        bio::{Bio, BioKind, BioList, Overwrite, OwnedBio, Requeue},
+        bio::{Bio, BioKind, BioList, Fill, OwnedBio, Provision, Requeue},
         deferred::{CpuQueues, Drain, Lane},
         dm::{BdevHandle, MapResult},
         kcopyd::CopyFailed,
@@ -47,6 +50,24 @@ use crate::{
     mapping_cache::{slots_for, CachedMapping, MappingCache},
     pool::{AllocFailure, PoolState, SharedPool},
 };
+
+/// How a partial write's new block gets its data ([`ThinIo::fill_plan`]).
+#[derive(Clone, Copy)]
+enum FillPlan {
+    /// A copy of the shared block at sector `from` of the pool device.
+    Copy { from: u64 },
+    /// Zeroes.
+    Zero,
+    /// The external origin's `in_origin` sectors from its sector `begin`,
+    /// then zeroes for the rest if `zero_rest`.
+    Origin {
+        begin: u64,
+        in_origin: u64,
+        zero_rest: bool,
+    },
+    /// Nothing: the pool skips zeroing.
+    Nothing,
+}
 
 /// Counters of one thin target, shown in debugfs
 /// (`/sys/kernel/debug/rthin-<pool>/<thin>`).
@@ -415,9 +436,10 @@ impl ThinIo {
     }
 
     /// Allocates a block for `vblock` and fills it: with the bio's own write
-    /// when the bio covers the whole block (the mapping goes in when that
-    /// write completes, [`Self::finish_overwrite`]), else with zeroes or a
-    /// copy of `old`, mapping it before the bio is issued.
+    /// when the bio covers the whole block, else with zeroes or a copy of
+    /// `old` by kcopyd. Either way the worker moves on at once; the bio comes
+    /// back on the completion lane when the block holds its data, and the
+    /// mapping goes in then ([`Self::finish_provision`]).
     fn provision(
         &self,
         mut st: MutexGuard<'_, PoolState>,
@@ -464,72 +486,100 @@ impl ThinIo {
             let v = bio.view();
             self.geometry.covers_block(v.sector(), v.nr_sectors())
         };
+        let mut provision = Provision {
+            vblock,
+            data_block,
+            epoch,
+            breaks_sharing: old.is_some(),
+            fill: Fill::Overwrite,
+        };
         if whole {
             if let Err(e) = self.remap(&mut bio, data_block) {
                 // Not filled: this frees the block and fails, as intended.
-                let _ = self.end_provision(vblock, data_block, epoch, false, old.is_some());
+                let _ = self.end_provision(&provision, false);
                 bio.complete(Some(e));
                 return;
             }
-            let overwrite = Overwrite {
-                vblock,
-                data_block,
-                epoch,
-                breaks_sharing: old.is_some(),
-            };
-            match bio.submit_hooked(self, overwrite) {
+            match bio.submit_hooked(self, provision) {
                 Ok(()) => return,
                 // No per-bio data: fill the block as for a partial write.
                 Err(b) => bio = b,
             }
         }
-
-        let filled = self.fill(vblock, data_block, old, zero_new_blocks);
-        match self.end_provision(vblock, data_block, epoch, filled.is_ok(), old.is_some()) {
-            Ok(()) => {
-                let durable = bio.view().wants_durability();
-                self.commit_and_submit(bio, durable, data_block);
+        provision.fill = Fill::Kcopyd;
+        let to = self.geometry.block_start(data_block).unwrap_or(0);
+        let plan = self.fill_plan(vblock, old, zero_new_blocks);
+        // A copy or a zeroing runs without the worker waiting for it.
+        if matches!(plan, FillPlan::Copy { .. } | FillPlan::Zero) {
+            match bio.into_fill_hook(self, provision) {
+                Ok(hook) => {
+                    let (pool, bs) = (self.pool_bdev.raw(), self.geometry.sectors());
+                    match plan {
+                        FillPlan::Copy { from } => {
+                            self.pool
+                                .kcopyd
+                                .copy_then((pool, from), (pool, to), bs, hook)
+                        }
+                        _ => self.pool.kcopyd.zero_then(pool, to, bs, hook),
+                    }
+                    return;
+                }
+                Err(b) => bio = b,
             }
-            Err(e) => bio.complete(Some(e)),
         }
+        let filled = self.fill(plan, to).is_ok();
+        self.finish_fill(bio, &provision, filled);
     }
 
-    /// Fills a new data block before a partial write: a copy of the shared
+    /// How a partial write's new block gets its data: a copy of the shared
     /// block `old`, else of the external origin's part of the block (the
     /// rest zeroed), else zeroes (unless the pool skips zeroing).
-    fn fill(
-        &self,
-        vblock: u64,
-        data_block: u64,
-        old: Option<u64>,
-        zero: bool,
-    ) -> Result<(), CopyFailed> {
+    fn fill_plan(&self, vblock: u64, old: Option<u64>, zero: bool) -> FillPlan {
         let bs = self.geometry.sectors();
-        let pool = self.pool_bdev.raw();
-        let to = self.geometry.block_start(data_block).unwrap_or(0);
         if let Some(from_block) = old {
             let from = self.geometry.block_start(from_block).unwrap_or(0);
-            return self.pool.kcopyd.copy((pool, from), (pool, to), bs);
+            return FillPlan::Copy { from };
         }
         let begin = self.geometry.block_start(vblock).unwrap_or(u64::MAX);
         let in_origin = match &self.origin {
             Some(origin) => origin.sectors_from(begin).min(bs),
             None => 0,
         };
-        if in_origin > 0 {
-            if let Some(origin) = &self.origin {
-                self.pool
-                    .kcopyd
-                    .copy((origin.bdev.raw(), begin), (pool, to), in_origin)?;
+        match (in_origin, zero) {
+            (0, true) => FillPlan::Zero,
+            (0, false) => FillPlan::Nothing,
+            _ => FillPlan::Origin {
+                begin,
+                in_origin,
+                zero_rest: zero,
+            },
+        }
+    }
+
+    /// Carries out `plan` for the block at sector `to` of the pool device,
+    /// waiting for kcopyd.
+    fn fill(&self, plan: FillPlan, to: u64) -> Result<(), CopyFailed> {
+        let bs = self.geometry.sectors();
+        let pool = self.pool_bdev.raw();
+        let kcopyd = &self.pool.kcopyd;
+        match plan {
+            FillPlan::Copy { from } => kcopyd.copy((pool, from), (pool, to), bs),
+            FillPlan::Zero => kcopyd.zero(pool, to, bs),
+            FillPlan::Nothing => Ok(()),
+            FillPlan::Origin {
+                begin,
+                in_origin,
+                zero_rest,
+            } => {
+                if let Some(origin) = &self.origin {
+                    kcopyd.copy((origin.bdev.raw(), begin), (pool, to), in_origin)?;
+                }
+                if zero_rest && in_origin < bs {
+                    kcopyd.zero(pool, to.saturating_add(in_origin), bs - in_origin)?;
+                }
+                Ok(())
             }
         }
-        if zero && in_origin < bs {
-            return self
-                .pool
-                .kcopyd
-                .zero(pool, to.saturating_add(in_origin), bs - in_origin);
-        }
-        Ok(())
     }
 
     /// A read of an unprovisioned block: from the external origin where it
@@ -553,13 +603,21 @@ impl ThinIo {
         }
     }
 
-    /// A whole-block write of a provision completed: map the block, then let
-    /// the bio complete.
+    /// A provision's bio came back on the completion lane: its whole-block
+    /// write or its kcopyd fill ended (`ok` if it succeeded).
     /// Runs on the completion lane: it must not wait for other provisions,
     /// so a commit the bio asks for is left to the deferred lane.
-    fn finish_overwrite(&self, mut bio: OwnedBio, ow: Overwrite, written: bool) {
-        let copied = ow.breaks_sharing;
-        match self.end_provision(ow.vblock, ow.data_block, ow.epoch, written, copied) {
+    fn finish_provision(&self, bio: OwnedBio, provision: &Provision, ok: bool) {
+        match provision.fill {
+            Fill::Overwrite => self.finish_overwrite(bio, provision, ok),
+            Fill::Kcopyd => self.finish_fill(bio, provision, ok),
+        }
+    }
+
+    /// A whole-block write of a provision completed: map the block, then let
+    /// the bio complete.
+    fn finish_overwrite(&self, mut bio: OwnedBio, provision: &Provision, written: bool) {
+        match self.end_provision(provision, written) {
             Ok(()) => {
                 let durable = bio.view().wants_durability();
                 if durable && self.pool.flags.dirty() && bio.set_commit_then_finish() {
@@ -574,17 +632,35 @@ impl ThinIo {
         }
     }
 
-    /// Ends a provision: maps `data_block` at `vblock` if it was `filled` and
-    /// the pool still allows it (else frees it), publishes the mapping,
-    /// releases the cell and requeues the bios that parked on it.
-    fn end_provision(
-        &self,
-        vblock: u64,
-        data_block: u64,
-        epoch: u64,
-        filled: bool,
-        copied: bool,
-    ) -> Result<(), IoError> {
+    /// The new block of a partial write was zeroed or copied (`filled`):
+    /// map it, then issue the bio into it.
+    fn finish_fill(&self, mut bio: OwnedBio, provision: &Provision, filled: bool) {
+        if let Err(e) = self.end_provision(provision, filled) {
+            bio.complete(Some(e));
+            return;
+        }
+        if bio.view().wants_durability() && self.pool.flags.dirty() {
+            // The deferred lane finds the block mapped, commits and submits.
+            self.queues.push(&self.pool.wq, bio);
+            return;
+        }
+        match self.remap(&mut bio, provision.data_block) {
+            Ok(()) => bio.submit(),
+            Err(e) => bio.complete(Some(e)),
+        }
+    }
+
+    /// Ends a provision: maps its data block if it was `filled` and the
+    /// pool still allows it (else frees it), publishes the mapping, releases
+    /// the cell and requeues the bios that parked on it.
+    fn end_provision(&self, provision: &Provision, filled: bool) -> Result<(), IoError> {
+        let &Provision {
+            vblock,
+            data_block,
+            epoch,
+            breaks_sharing: copied,
+            ..
+        } = provision;
         let mut st = self.pool.lock();
         let parked = st.close_cell(self.dev_id, vblock);
         let outcome = if !filled {
@@ -689,8 +765,8 @@ impl Drain for ThinIo {
         while let Some(mut bio) = bios.pop() {
             match lane {
                 Lane::Deferred => self.process(bio),
-                Lane::Completed => match bio.take_overwrite() {
-                    Some((overwrite, written)) => self.finish_overwrite(bio, overwrite, written),
+                Lane::Completed => match bio.take_provision() {
+                    Some((provision, ok)) => self.finish_provision(bio, &provision, ok),
                     // Nothing else is ever queued there.
                     None => bio.complete(Some(IoError::Io)),
                 },

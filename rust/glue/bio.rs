@@ -33,24 +33,36 @@ pub(crate) enum BioKind {
     Other,
 }
 
-/// A provision whose data is the bio's own write of the whole block: the
-/// mapping goes in once the write has completed.
+/// How a provision's new block gets its data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fill {
+    /// The bio's own write of the whole block.
+    Overwrite,
+    /// A kcopyd job (zeroes, or a copy of the shared block) before the bio's
+    /// partial write.
+    Kcopyd,
+}
+
+/// A provision in flight with its bio: the mapping goes in once the block
+/// holds its data.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Overwrite {
+pub(crate) struct Provision {
     /// The virtual block.
     pub(crate) vblock: u64,
-    /// The new data block the bio writes.
+    /// The new data block.
     pub(crate) data_block: u64,
     /// The pool's metadata epoch when the block was allocated.
     pub(crate) epoch: u64,
-    /// The block replaces a shared one (copy-on-write without the copy).
+    /// The block replaces a shared one (copy-on-write).
     pub(crate) breaks_sharing: bool,
+    /// Where its data comes from.
+    pub(crate) fill: Fill,
 }
 
 /// Whoever gets a hooked bio back when its write completes.
 pub(crate) trait Requeue: Send + Sync + 'static {
-    /// Takes back a bio whose hooked write completed (may run in interrupt
-    /// context: only queue it).
+    /// Takes back a bio whose hooked write or kcopyd fill completed (may
+    /// run in interrupt context: only queue it).
     fn requeue_completed(&self, bio: OwnedBio);
 }
 
@@ -60,9 +72,10 @@ pub(crate) trait Requeue: Send + Sync + 'static {
 enum HookState {
     /// Not hooked.
     None,
-    /// Submitted with `hooked_endio` as its completion.
+    /// Submitted with `hooked_endio` as its completion, or parked in a
+    /// kcopyd job that ends in `fill_done`.
     Pending,
-    /// Its write completed; the owner has it back.
+    /// Its write or fill completed; the owner has it back.
     Completed,
     /// Its provision is mapped; a commit is due before it completes.
     CommitThenFinish,
@@ -73,22 +86,24 @@ enum HookState {
 #[repr(C)]
 pub(crate) struct PerBio {
     state: HookState,
-    overwrite: Overwrite,
+    provision: Provision,
+    /// The kcopyd fill succeeded (an overwrite's result is the bio's status).
+    fill_ok: bool,
     owner: *const core::ffi::c_void,
     saved_end_io: bindings::bio_end_io_t,
 }
 
-/// The completion of a hooked bio.
+/// Hands a hooked bio back to the owner its per-bio data names.
 ///
 /// # Safety
-/// Set only by [`OwnedBio::submit_hooked`], whose per-bio data names a live
-/// owner of type `T`.
-unsafe extern "C" fn hooked_endio<T: Requeue>(raw: *mut bindings::bio) {
+/// `raw` is a bio dm lent to our map call with per-bio data, hooked by
+/// [`OwnedBio::submit_hooked`] or [`OwnedBio::into_fill_hook`] with a live
+/// owner of type `T`, and its hooked I/O has just ended.
+unsafe fn hand_back<T: Requeue>(raw: *mut bindings::bio, fill_ok: bool) {
     let Some(nn) = NonNull::new(raw) else {
         return;
     };
-    // dm lent this bio to our map call and it has per-bio data
-    // (`submit_hooked` checked); it is ours again until we end it.
+    // It is ours again until we end it.
     let mut bio = OwnedBio {
         raw: nn,
         per_bio: true,
@@ -97,11 +112,47 @@ unsafe extern "C" fn hooked_endio<T: Requeue>(raw: *mut bindings::bio) {
         return;
     };
     ctx.state = HookState::Completed;
+    ctx.fill_ok = fill_ok;
     let owner = ctx.owner.cast::<T>();
-    // SAFETY: the bio's end_io was dm's before we hooked it.
-    unsafe { (*raw).bi_end_io = ctx.saved_end_io };
     // SAFETY: per the contract; the owner outlives its in-flight bios.
     unsafe { (*owner).requeue_completed(bio) };
+}
+
+/// The completion of a bio submitted by [`OwnedBio::submit_hooked`].
+///
+/// # Safety
+/// Set only by `submit_hooked`, whose per-bio data names a live owner of
+/// type `T`.
+unsafe extern "C" fn hooked_endio<T: Requeue>(raw: *mut bindings::bio) {
+    // SAFETY: `submit_hooked` saved dm's end_io in the per-bio data.
+    unsafe {
+        let ctx = dm::dm_per_bio_data(raw, size_of::<PerBio>()).cast::<PerBio>();
+        (*raw).bi_end_io = (*ctx).saved_end_io;
+    }
+    // SAFETY: per the contract; the write ended.
+    unsafe { hand_back::<T>(raw, true) };
+}
+
+/// kcopyd's notify callback for a bio parked by [`OwnedBio::into_fill_hook`].
+///
+/// # Safety
+/// `context` is that bio; its per-bio data names a live owner of type `T`.
+unsafe extern "C" fn fill_done<T: Requeue>(
+    read_err: kernel::ffi::c_int,
+    write_err: kernel::ffi::c_ulong,
+    context: *mut core::ffi::c_void,
+) {
+    // SAFETY: per the contract; the kcopyd job ended.
+    unsafe { hand_back::<T>(context.cast(), read_err == 0 && write_err == 0) };
+}
+
+/// A bio parked in a kcopyd job: the job's notify callback and its context.
+/// Pass it to exactly one kcopyd call (kcopyd calls notify exactly once,
+/// also on failure), or the bio is stranded.
+#[must_use]
+pub(crate) struct FillHook {
+    pub(crate) notify: dm::dm_kcopyd_notify_fn,
+    pub(crate) context: *mut core::ffi::c_void,
 }
 
 /// A bio lent to the target for the duration of one map call.
@@ -240,23 +291,31 @@ impl OwnedBio {
         NonNull::new(p.cast::<PerBio>()).map(|mut p| unsafe { p.as_mut() })
     }
 
+    /// Records the provision and the owner in the per-bio data; `None` if
+    /// dm keeps no per-bio data for the bio.
+    fn hook<T: Requeue>(&mut self, owner: &T, provision: Provision) -> Option<&mut PerBio> {
+        let ctx = self.per_bio()?;
+        ctx.state = HookState::Pending;
+        ctx.provision = provision;
+        ctx.fill_ok = false;
+        ctx.owner = core::ptr::from_ref(owner).cast();
+        Some(ctx)
+    }
+
     /// Submits a (remapped) bio that writes a whole new block, so that when
     /// its write completes it comes back to `owner`
     /// ([`Requeue::requeue_completed`]) instead of completing; the owner then
-    /// finds the provision with [`Self::take_overwrite`]. Hands the bio back
+    /// finds the provision with [`Self::take_provision`]. Hands the bio back
     /// if dm keeps no per-bio data for it.
     pub(crate) fn submit_hooked<T: Requeue>(
         mut self,
         owner: &T,
-        overwrite: Overwrite,
+        provision: Provision,
     ) -> Result<(), OwnedBio> {
         let raw = self.raw.as_ptr();
-        let Some(ctx) = self.per_bio() else {
+        let Some(ctx) = self.hook(owner, provision) else {
             return Err(self);
         };
-        ctx.state = HookState::Pending;
-        ctx.overwrite = overwrite;
-        ctx.owner = core::ptr::from_ref(owner).cast();
         // SAFETY: we own the bio; its completion is ours to chain until it
         // ends (`hooked_endio` restores it).
         unsafe {
@@ -267,17 +326,40 @@ impl OwnedBio {
         Ok(())
     }
 
-    /// The provision of a hooked bio whose write completed, and whether the
-    /// write succeeded; `None` for any other bio.
-    pub(crate) fn take_overwrite(&mut self) -> Option<(Overwrite, bool)> {
+    /// Parks the bio while kcopyd fills its new block: the returned hook's
+    /// callback hands it back to `owner` ([`Requeue::requeue_completed`])
+    /// when the job ends; the owner finds the provision and the job's result
+    /// with [`Self::take_provision`]. Hands the bio back if dm keeps no
+    /// per-bio data for it.
+    pub(crate) fn into_fill_hook<T: Requeue>(
+        mut self,
+        owner: &T,
+        provision: Provision,
+    ) -> Result<FillHook, OwnedBio> {
+        if self.hook(owner, provision).is_none() {
+            return Err(self);
+        }
+        Ok(FillHook {
+            notify: Some(fill_done::<T>),
+            context: self.into_raw().cast(),
+        })
+    }
+
+    /// The provision of a hooked bio whose write or fill completed, and
+    /// whether it succeeded; `None` for any other bio.
+    pub(crate) fn take_provision(&mut self) -> Option<(Provision, bool)> {
         // SAFETY: we own the bio.
-        let ok = unsafe { (*self.raw.as_ptr()).bi_status } == 0;
+        let written = unsafe { (*self.raw.as_ptr()).bi_status } == 0;
         let ctx = self.per_bio()?;
         if ctx.state != HookState::Completed {
             return None;
         }
         ctx.state = HookState::None;
-        Some((ctx.overwrite, ok))
+        let ok = match ctx.provision.fill {
+            Fill::Overwrite => written,
+            Fill::Kcopyd => ctx.fill_ok,
+        };
+        Some((ctx.provision, ok))
     }
 
     /// Marks a bio whose hooked write and provision are done as needing a

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 //! dm-kcopyd, for zeroing new data blocks and copying shared ones.
 //!
-//! The calls wait for their copy to finish: they run in a pool worker, which
-//! may sleep, and the worker cannot insert the new mapping before the data is
-//! in place anyway. Other workers (one per CPU) keep serving other bios
-//! meanwhile.
+//! Two flavours of each call: `zero`/`copy` wait for the job (a worker that
+//! may sleep; used for the rare two-part fills of external origins), and
+//! `zero_then`/`copy_then` start the job and return at once; its end hands
+//! the bio parked in the [`FillHook`] back to its owner, so a worker keeps
+//! many fills in flight (as dm-thin does) instead of one.
 
 use core::{
     ffi::{c_int, c_void},
@@ -13,7 +14,7 @@ use core::{
 };
 use kernel::{bindings, error::from_err_ptr, ffi::c_ulong, prelude::*, sync::Completion};
 
-use super::bindings as dm;
+use super::{bindings as dm, bio::FillHook};
 
 /// A kcopyd client; destroyed on drop.
 pub(crate) struct Kcopyd(NonNull<dm::dm_kcopyd_client>);
@@ -66,6 +67,39 @@ impl Kcopyd {
         }
     }
 
+    /// Starts zeroing `count` sectors at `sector` of `bdev`; `notify(ctx)`
+    /// runs once when it ends.
+    fn start_zero(
+        &self,
+        bdev: *mut bindings::block_device,
+        sector: u64,
+        count: u64,
+        notify: dm::dm_kcopyd_notify_fn,
+        ctx: *mut c_void,
+    ) {
+        let mut dest = Self::region(bdev, sector, count);
+        // SAFETY: the client is live; `dest` outlives the call (kcopyd
+        // copies regions into its job); the caller keeps `ctx` valid until
+        // notify.
+        unsafe { dm::dm_kcopyd_zero(self.0.as_ptr(), 1, &mut dest, 0, notify, ctx) }
+    }
+
+    /// Starts copying `count` sectors from `from` of `from_bdev` to `to` of
+    /// `to_bdev`; `notify(ctx)` runs once when it ends.
+    fn start_copy(
+        &self,
+        (from_bdev, from): (*mut bindings::block_device, u64),
+        (to_bdev, to): (*mut bindings::block_device, u64),
+        count: u64,
+        notify: dm::dm_kcopyd_notify_fn,
+        ctx: *mut c_void,
+    ) {
+        let mut src = Self::region(from_bdev, from, count);
+        let mut dest = Self::region(to_bdev, to, count);
+        // SAFETY: as in `start_zero`.
+        unsafe { dm::dm_kcopyd_copy(self.0.as_ptr(), &mut src, 1, &mut dest, 0, notify, ctx) }
+    }
+
     /// Writes zeroes to `count` sectors at `sector` of `bdev`.
     pub(crate) fn zero(
         &self,
@@ -73,38 +107,42 @@ impl Kcopyd {
         sector: u64,
         count: u64,
     ) -> Result<(), CopyFailed> {
-        let mut dest = Self::region(bdev, sector, count);
-        self.wait_for(|ctx| {
-            // SAFETY: the client is live; `dest` outlives the call (kcopyd
-            // copies regions into its job); `ctx` stays valid until notify.
-            unsafe { dm::dm_kcopyd_zero(self.0.as_ptr(), 1, &mut dest, 0, Some(notify), ctx) }
-        })
+        self.wait_for(|ctx| self.start_zero(bdev, sector, count, Some(notify), ctx))
     }
 
     /// Copies `count` sectors from `from` of `from_bdev` to `to` of
     /// `to_bdev`.
     pub(crate) fn copy(
         &self,
-        (from_bdev, from): (*mut bindings::block_device, u64),
-        (to_bdev, to): (*mut bindings::block_device, u64),
+        from: (*mut bindings::block_device, u64),
+        to: (*mut bindings::block_device, u64),
         count: u64,
     ) -> Result<(), CopyFailed> {
-        let mut src = Self::region(from_bdev, from, count);
-        let mut dest = Self::region(to_bdev, to, count);
-        self.wait_for(|ctx| {
-            // SAFETY: as in `zero`.
-            unsafe {
-                dm::dm_kcopyd_copy(
-                    self.0.as_ptr(),
-                    &mut src,
-                    1,
-                    &mut dest,
-                    0,
-                    Some(notify),
-                    ctx,
-                )
-            }
-        })
+        self.wait_for(|ctx| self.start_copy(from, to, count, Some(notify), ctx))
+    }
+
+    /// [`Self::zero`] without waiting: the end of the job hands `hook`'s bio
+    /// back to its owner.
+    pub(crate) fn zero_then(
+        &self,
+        bdev: *mut bindings::block_device,
+        sector: u64,
+        count: u64,
+        hook: FillHook,
+    ) {
+        self.start_zero(bdev, sector, count, hook.notify, hook.context);
+    }
+
+    /// [`Self::copy`] without waiting: the end of the job hands `hook`'s bio
+    /// back to its owner.
+    pub(crate) fn copy_then(
+        &self,
+        from: (*mut bindings::block_device, u64),
+        to: (*mut bindings::block_device, u64),
+        count: u64,
+        hook: FillHook,
+    ) {
+        self.start_copy(from, to, count, hook.notify, hook.context);
     }
 
     /// Starts a job with a `Wait` as its context and sleeps until it ends.
@@ -128,8 +166,9 @@ impl Kcopyd {
 
 impl Drop for Kcopyd {
     fn drop(&mut self) {
-        // SAFETY: created in `new`; no job is outstanding because every call
-        // waits for its job.
+        // SAFETY: created in `new`; the pool is only dropped once no thin
+        // can start a job, and destroying the client waits for the jobs
+        // still running.
         unsafe { dm::dm_kcopyd_client_destroy(self.0.as_ptr()) };
     }
 }
