@@ -736,12 +736,9 @@ impl ThinIo {
         // No map call may still be remapping to a block unmapped above once
         // its discard reaches the data device.
         rcu::synchronize_rcu();
-        let bs = self.geometry.sectors();
         let mut failed = false;
-        for block in passdown.iter() {
-            if let Some(start) = self.geometry.block_start(*block) {
-                failed |= self.pool_bdev.discard(start, bs).is_err();
-            }
+        for (start, count) in self.geometry.sector_runs(&passdown) {
+            failed |= self.pool_bdev.discard(start, count).is_err();
         }
         bio.complete(failed.then_some(IoError::Io));
     }

@@ -74,6 +74,32 @@ impl BlockGeometry {
         let end = self.block_of(end_sector);
         (first, end.max(first))
     }
+
+    /// The sector ranges `(start, count)` of `blocks`, adjacent blocks in
+    /// the list merged into one range: a discard passed down for each range
+    /// instead of each block (a sequentially provisioned volume frees long
+    /// runs). Blocks whose sectors overflow are skipped.
+    pub fn sector_runs<'a>(&self, blocks: &'a [u64]) -> impl Iterator<Item = (u64, u64)> + 'a {
+        let sectors = self.sectors;
+        let mut i = 0;
+        core::iter::from_fn(move || loop {
+            let first = *blocks.get(i)?;
+            let mut n: u64 = 1;
+            i += 1;
+            while blocks.get(i) == Some(&first.saturating_add(n)) && first.checked_add(n).is_some()
+            {
+                n += 1;
+                i += 1;
+            }
+            let run = first
+                .checked_mul(sectors)
+                .zip(n.checked_mul(sectors))
+                .filter(|(start, count)| start.checked_add(*count).is_some());
+            if run.is_some() {
+                return run;
+            }
+        })
+    }
 }
 
 /// Scenarios shared by the host tests and the module's KUnit suite.
@@ -98,7 +124,22 @@ pub mod selftest {
         ok &= p2.whole_blocks(100, 600) == (1, 5);
         ok &= p2.whole_blocks(130, 10) == (2, 2);
         ok &= p2.whole_blocks(0, 128) == (0, 1);
-        ok && odd.whole_blocks(0, 1000) == (0, 2)
+        ok &= odd.whole_blocks(0, 1000) == (0, 2);
+        ok && sector_runs(p2)
+    }
+
+    /// Runs of adjacent blocks merge; gaps, reversals and overflowing
+    /// blocks split or drop them.
+    fn sector_runs(g: BlockGeometry) -> bool {
+        let mut got = [(0u64, 0u64); 8];
+        let mut n = 0;
+        let blocks = [3, 4, 5, 9, 8, 10, u64::MAX / 2, u64::MAX];
+        for (slot, run) in got.iter_mut().zip(g.sector_runs(&blocks)) {
+            *slot = run;
+            n += 1;
+        }
+        let want = [(384, 384), (1152, 128), (1024, 128), (1280, 128)];
+        n == want.len() && got[..n] == want && g.sector_runs(&[]).next().is_none()
     }
 }
 
