@@ -89,6 +89,8 @@ if [ "${RTHIN_SELFCHECK_FAIL:-}" = vm ]; then
 	cp "$RTHIN_ROOT"/tests/vm/selfcheck-fail.sh "$overlay/rthin/tests/99-selfcheck-fail.sh"
 fi
 cp "$RTHIN_ROOT"/tests/vm/demo.sh "$overlay/rthin/"
+# Generated test data (scripts/check.sh: the corrupt_images example).
+[ ! -d "$RTHIN_OUT/vm-data" ] || cp -r "$RTHIN_OUT/vm-data" "$overlay/rthin/data"
 cp "$moddir/dm-rthin.ko" "$overlay/rthin/"
 if [ -x "$RTHIN_ROOT/target/release/rthinctl" ]; then
 	mkdir -p "$overlay/usr/sbin"
