@@ -45,7 +45,7 @@ moddir=$RTHIN_OUT/module
 [ "${RTHIN_SELFCHECK_FAIL:-}" = kunit ] && moddir=$RTHIN_OUT/module-selfcheck
 # Dependent steps: the VM needs the module, rthinctl and the initramfs.
 if step "kernel module build (W=1, clippy, warning-free)" "$RTHIN_ROOT/scripts/module.sh" &&
-	step "rthinctl release build" cargo build --release --quiet -p rthinctl &&
+	step "rthinctl and rthin-crashtest release build" cargo build --release --quiet -p rthinctl -p rthin-crashtest &&
 	step "VM test data (corrupted metadata images)" \
 		cargo run --release --quiet -p rthin-core --example corrupt_images "$RTHIN_OUT/vm-data/corrupt" &&
 	step "VM initramfs" "$RTHIN_ROOT/scripts/initramfs.sh" "$RTHIN_OUT/initramfs-check.cpio.gz" "$moddir"; then

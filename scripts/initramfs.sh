@@ -96,6 +96,9 @@ if [ -x "$RTHIN_ROOT/target/release/rthinctl" ]; then
 	mkdir -p "$overlay/usr/sbin"
 	install -m 0755 "$RTHIN_ROOT/target/release/rthinctl" "$overlay/usr/sbin/rthinctl"
 fi
+# The crash tests' replay and workload tool (tests/crash), when built.
+[ -x "$RTHIN_ROOT/target/release/rthin-crashtest" ] &&
+	install -D -m 0755 "$RTHIN_ROOT/target/release/rthin-crashtest" "$overlay/usr/sbin/rthin-crashtest"
 kver=$(ls "$RTHIN_SYSROOT/build/modroot/lib/modules")
 echo "$kver" >"$overlay/rthin/kernel-release"
 {
