@@ -151,6 +151,43 @@ pub(crate) struct PoolObj {
     /// `/sys/kernel/debug/rthin-<pool>/`: the pool's and its thins' counters.
     debugfs: Dir,
     _pool_file: Option<Pin<KBox<DebugFile<Arc<PoolFlags>>>>>,
+    /// The thin devices' counters files in `debugfs`.
+    #[pin]
+    thin_files: Mutex<KVec<ThinCountersEntry>>,
+}
+
+/// The counters file of one thin device, `<maj:min>` in the pool's debugfs
+/// directory, shared by every target of that device: a reload (lvextend)
+/// builds the new table while the old one is live, and two files of one name
+/// cannot exist. The counters go on across the reload.
+struct ThinCountersEntry {
+    name: CString,
+    users: usize,
+    counters: Arc<ThinCounters>,
+    _file: Option<Pin<KBox<DebugFile<Arc<ThinCounters>>>>>,
+}
+
+/// A thin target's hold on its device's counters ([`PoolObj::thin_counters`]).
+pub(crate) struct ThinCountersHold {
+    pool: SharedPool,
+    /// The entry's counters (which also identify the entry).
+    pub(crate) counters: Arc<ThinCounters>,
+}
+
+impl Drop for ThinCountersHold {
+    fn drop(&mut self) {
+        let mut files = self.pool.thin_files.lock();
+        let mine = |e: &ThinCountersEntry| Arc::ptr_eq(&e.counters, &self.counters);
+        if let Some(i) = files.iter().position(mine) {
+            if let Some(e) = files.get_mut(i) {
+                e.users = e.users.saturating_sub(1);
+                if e.users == 0 {
+                    // Removes the file.
+                    let _ = files.remove(i);
+                }
+            }
+        }
+    }
 }
 
 #[pinned_drop]
@@ -175,20 +212,38 @@ impl Tick for PoolObj {
 pub(crate) type SharedPool = Arc<PoolObj>;
 
 impl PoolObj {
-    /// Adds a thin target's counters file to the pool's debugfs directory
-    /// (none if debugfs cannot take it: the counters are informational).
-    pub(crate) fn thin_counters_file(
-        &self,
-        name: &str,
-        counters: Arc<ThinCounters>,
-    ) -> Option<Pin<KBox<DebugFile<Arc<ThinCounters>>>>> {
-        let name = CString::try_from_fmt(fmt!("{}", name)).ok()?;
+    /// The counters of the thin device named `name` (its `maj:min`), with
+    /// their debugfs file: the ones a live target of the device already
+    /// has, else new ones (without a file if debugfs cannot take it: the
+    /// counters are informational).
+    pub(crate) fn thin_counters(self: &SharedPool, name: &str) -> Result<ThinCountersHold> {
+        let name = CString::try_from_fmt(fmt!("{}", name))?;
+        let mut files = self.thin_files.lock();
+        let hold = |counters: &Arc<ThinCounters>| ThinCountersHold {
+            pool: self.clone(),
+            counters: counters.clone(),
+        };
+        if let Some(e) = files.iter_mut().find(|e| e.name.to_bytes() == name.to_bytes()) {
+            e.users += 1;
+            return Ok(hold(&e.counters));
+        }
+        let counters = Arc::new(ThinCounters::default(), GFP_KERNEL)?;
         let show = &|c: &Arc<ThinCounters>, f: &mut fmt::Formatter<'_>| c.write(f);
-        KBox::pin_init(
-            self.debugfs.read_callback_file(&name, counters, show),
+        let file = KBox::pin_init(
+            self.debugfs
+                .read_callback_file(&name, counters.clone(), show),
             GFP_KERNEL,
         )
-        .ok()
+        .ok();
+        let held = hold(&counters);
+        let entry = ThinCountersEntry {
+            name,
+            users: 1,
+            counters,
+            _file: file,
+        };
+        files.push(entry, GFP_KERNEL)?;
+        Ok(held)
     }
 
     /// Takes the pool lock.
@@ -996,6 +1051,7 @@ fn find_or_create(
             waker <- Ticker::new(WAKER_PERIOD_MS),
             debugfs,
             _pool_file: pool_file,
+            thin_files <- new_mutex!(KVec::new()),
         }),
         GFP_KERNEL,
     )

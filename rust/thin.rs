@@ -13,7 +13,7 @@
 //! device, whose target sends them on to the data device.
 
 use core::fmt;
-use kernel::{debugfs::File as DebugFile, prelude::*, sync::Arc};
+use kernel::{prelude::*, sync::Arc};
 
 use crate::{
     block_geometry::BlockGeometry,
@@ -29,7 +29,7 @@ use crate::{
             TargetOps,
         },
     },
-    pool::{lookup, to_bytes, SharedPool},
+    pool::{lookup, to_bytes, SharedPool, ThinCountersHold},
     thin_io::{ThinCounters, ThinIo, ThinIoConfig},
 };
 
@@ -41,7 +41,8 @@ pub(crate) struct Thin {
     io: Arc<ThinIo>,
     /// Held open for the target's lifetime (the I/O path reads through it).
     _origin: Option<DmDev>,
-    _counters_file: Option<Pin<KBox<DebugFile<Arc<ThinCounters>>>>>,
+    /// The device's counters and their debugfs file.
+    _counters: Option<ThinCountersHold>,
 }
 
 impl TargetOps for Thin {
@@ -80,6 +81,14 @@ impl TargetOps for Thin {
         let pool = lookup(md.key()).ok_or(CtrError::new(EINVAL, glue_errors::POOL_OBJECT))?;
         drop(md);
         let oom = CtrError::new(ENOMEM, glue_errors::OUT_OF_MEMORY);
+        let counters_hold = match ti.table_md() {
+            Some(md) => Some(pool.thin_counters(md.name()).map_err(|_| oom)?),
+            None => None,
+        };
+        let counters = match &counters_hold {
+            Some(hold) => hold.counters.clone(),
+            None => Arc::new(ThinCounters::default(), GFP_KERNEL).map_err(|_| oom)?,
+        };
         let io = {
             let mut st = pool.lock();
             if st.mode() == PoolMode::Fail {
@@ -110,15 +119,13 @@ impl TargetOps for Thin {
                 geometry,
                 nr_vblocks: geometry.block_of(ti.len()).saturating_add(1),
                 origin: origin.as_ref().and_then(DmDev::handle),
+                counters,
             };
             let io = ThinIo::new(pool.clone(), cfg).map_err(|_| oom)?;
             st.open_thin(io.clone()).map_err(|_| oom)?;
             io
         };
         ti.set_num_flush_bios(1);
-        let counters_file = ti
-            .table_md()
-            .and_then(|md| pool.thin_counters_file(md.name(), io.counters.clone()));
         let table = ThinTableLine {
             pool_dev: pool_dev.devnum(),
             dev_id: parsed.dev_id,
@@ -130,7 +137,7 @@ impl TargetOps for Thin {
             table,
             io,
             _origin: origin,
-            _counters_file: counters_file,
+            _counters: counters_hold,
         })
     }
 

@@ -145,6 +145,8 @@ pub(crate) struct ThinIoConfig {
     pub(crate) geometry: BlockGeometry,
     pub(crate) nr_vblocks: u64,
     pub(crate) origin: Option<BdevHandle>,
+    /// The device's counters (shared with other targets of the device).
+    pub(crate) counters: Arc<ThinCounters>,
 }
 
 impl ThinIo {
@@ -158,7 +160,6 @@ impl ThinIo {
         }
         let queues = CpuQueues::new(Lane::Deferred)?;
         let completed = CpuQueues::new(Lane::Completed)?;
-        let counters = Arc::new(ThinCounters::default(), GFP_KERNEL)?;
         let io = Arc::pin_init(
             pin_init!(ThinIo {
                 dev_id: cfg.dev_id,
@@ -174,7 +175,7 @@ impl ThinIo {
                 completed,
                 held <- new_spinlock!((BioList::new(), false), "rthin_held"),
                 cell_waiters <- new_spinlock!(BioList::new(), "rthin_cell_waiters"),
-                counters,
+                counters: cfg.counters,
             }),
             GFP_KERNEL,
         )?;
