@@ -63,6 +63,12 @@ counter() { echo "$counters" | awk -v k="$1" '$1 == k { print $2 }'; }
 [ "$(counter sharing_broken)" = 0 ] || fail "no block was shared"
 [ "$(counter fast_remaps)" -ge 16 ] || fail "reads of mapped blocks did not take the fast path"
 grep -q '^commits ' $stats/pool || fail "no pool counters"
+# A live reload of the thin (as lvextend does) builds the new table while the
+# old one holds the device's counters file: the counters go on across it.
+run dmsetup reload thin --table "0 $size rthin /dev/mapper/pool 1"
+run dmsetup resume thin
+counters=$(cat $stats/$thin_dev) || fail "the counters file went with the reload"
+[ "$(counter provisioned)" = 17 ] || fail "the counters restarted at the reload: $counters"
 
 # Without any flush or status call (status commits), the waker commits
 # within a second or two, as dm-thin's COMMIT_PERIOD: the on-disk metadata
