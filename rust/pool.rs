@@ -49,7 +49,7 @@ use crate::{
         bufio::BufioStore,
         deferred::IoQueue,
         dm::{
-            features, Args, CtrError, DmDev, MapResult, MdKey, QueueLimits, StatusKind, TableMd,
+            features, Args, BdevHandle, CtrError, DmDev, MapResult, MdKey, QueueLimits, StatusKind, TableMd,
             TableRef, TargetCtx, TargetOps,
         },
         kcopyd::Kcopyd,
@@ -384,6 +384,10 @@ pub(crate) struct PoolState {
     /// A metadata failure in this activation set needs_check (written again
     /// at close, see `Drop`).
     needs_check_set: bool,
+    /// The data device, flushed before every commit. Every table of the pool
+    /// opens the same device (`find_or_create` checks it) and sets this; the
+    /// last table to go clears it, after a last commit.
+    data_bdev: Option<BdevHandle>,
 }
 
 impl PoolState {
@@ -586,6 +590,14 @@ impl PoolState {
         }
         // Cleared first: a change racing with the commit sets it again.
         self.flags.dirty.store(false, Ordering::Release);
+        // dm-thin's metadata_pre_commit_callback: the blocks that new
+        // mappings point at (zeroed, copied or written) must be on stable
+        // storage before the mappings are, or a power cut right after the
+        // commit exposes a block's previous contents through a mapping.
+        if let Some(Err(e)) = self.data_bdev.map(BdevHandle::flush) {
+            self.metadata_operation_failed("dm_pool_commit_metadata", CoreError::Io(e));
+            return Err(CoreError::Io(e).errno());
+        }
         if let Err(e) = self.md.commit() {
             self.metadata_operation_failed("dm_pool_commit_metadata", e);
             return Err(e.errno());
@@ -1032,6 +1044,7 @@ fn find_or_create(
         flags: flags.clone(),
         no_space_deadline: None,
         needs_check_set: false,
+        data_bdev: None,
     };
     let wq = IoQueue::new(c"rthin").map_err(|_| alloc)?;
     let show = &|p: &Arc<PoolFlags>, f: &mut fmt::Formatter<'_>| p.write(f);
@@ -1088,8 +1101,9 @@ impl Drop for Pool {
         let Ok(mut pools) = registry::lock() else {
             return;
         };
+        let mut last = false;
         if let Some(i) = pools.iter().position(|e| e.md == self.md) {
-            let last = match pools.get_mut(i) {
+            last = match pools.get_mut(i) {
                 Some(e) => {
                     e.tables = e.tables.saturating_sub(1);
                     e.tables == 0
@@ -1099,6 +1113,14 @@ impl Drop for Pool {
             if last {
                 let _ = pools.remove(i);
             }
+        }
+        drop(pools);
+        if last {
+            // The data device closes with this table: the last commit that
+            // can flush it is this one (a thin may keep the object alive).
+            let mut st = self.pool.lock_settled();
+            let _ = st.commit();
+            st.data_bdev = None;
         }
     }
 }
@@ -1142,6 +1164,7 @@ impl TargetOps for Pool {
             .ok_or(CtrError::new(EINVAL, glue_errors::ALLOC_POOL))?;
         let key = md.key();
         let (pool, table_id) = find_or_create(md, &metadata, &data, parsed.block_size, features)?;
+        pool.lock().data_bdev = data.handle();
         // QUIRK 1: a reload with another block size is accepted and ignored;
         // the live pool's size is what the table shows and what sizes it.
         let block_size = pool.lock().metadata().data_block_size();

@@ -240,6 +240,17 @@ impl BdevHandle {
         unsafe { dm::rthin_bdev_nr_sectors(self.raw()) }
     }
 
+    /// Flushes the device's volatile write cache (sleeps until done); the
+    /// negative errno on failure.
+    pub(crate) fn flush(self) -> Result<(), i32> {
+        // SAFETY: the device is open (type doc); the call sleeps, which its
+        // callers (workers, messages, the waker, suspend) may.
+        match unsafe { bindings::blkdev_issue_flush(self.raw()) } {
+            0 => Ok(()),
+            e => Err(e),
+        }
+    }
+
     /// Discards `count` sectors at `sector` (sleeps until done).
     pub(crate) fn discard(self, sector: u64, count: u64) -> Result {
         // SAFETY: the device is open (type doc); the call sleeps, which the
