@@ -12,10 +12,17 @@ import pathlib
 import re
 import sys
 
+# Most reports start with "BUG:" or "WARNING: " (KASAN, "BUG: KFENCE", lockdep, atomic
+# sleep); the report kinds are also named so that a header printed without
+# the prefix is still caught. Lockdep's "non-static key" and ODEBUG's object
+# misuse are printed without either prefix. RCU stalls read "rcu: INFO:
+# rcu_sched self-detected stall on CPU" or "... detected stalls on CPUs/tasks".
 KERNEL_PROBLEMS = re.compile(
     r"(BUG:|Oops|WARNING: |Kernel panic|UBSAN:|KASAN:|kernel BUG|"
-    r"rcu_sched self-detected stall|INFO: task .* blocked|general protection fault|"
-    r"possible circular locking|inconsistent lock state|sleeping function called)"
+    r"rcu_\w+ (self-)?detected stall|INFO: task .* blocked|general protection fault|"
+    r"possible circular locking|possible recursive locking|inconsistent lock state|"
+    r"irq lock inversion|bad unlock balance|suspicious RCU usage|"
+    r"sleeping function called|trying to register non-static key|ODEBUG:)"
 )
 TIMESTAMP = re.compile(r"^\[[^\]]*\]\s?")
 
