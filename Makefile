@@ -3,6 +3,8 @@
 # (see Kbuild) inside the Debian sysroot, driven by scripts/module.sh.
 #
 #   make check      every test: host (fmt, clippy, cargo test) and VM (KUnit, tests/vm)
+#   make check-debug  the module and the VM suite on a debug kernel (KASAN, KFENCE,
+#                   lockdep, RCU and atomic-sleep checks; several times slower than check)
 #   make demo       boots the VM and shows a pool and a thin volume at work
 #   make module     builds dm-rthin.ko (and, if missing, the sysroot and kernel)
 #   make vm-shell   boots the VM with a shell, module loaded
@@ -15,10 +17,13 @@
 
 SHELL := /bin/bash
 
-.PHONY: check demo module kernel sysroot vm-shell host-test clean bench bench-quick
+.PHONY: check check-debug demo module kernel sysroot vm-shell host-test clean bench bench-quick
 
 check:
 	scripts/check.sh
+
+check-debug:
+	RTHIN_KERNEL_FLAVOR=debug scripts/check.sh
 
 demo:
 	scripts/demo.sh

@@ -10,7 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 
 out=${1:?usage: initramfs.sh OUT.cpio.gz [MODULE_DIR]}
-moddir=${2:-$RTHIN_OUT/module}
+moddir=${2:-$RTHIN_OUT/module$RTHIN_FLAVOR_SUFFIX}
 
 "$RTHIN_ROOT/scripts/kernel.sh"
 
@@ -35,8 +35,8 @@ if [ ! -f "$base" ]; then
 	stage=$RTHIN_SYSROOT$stage_in
 	rm -rf "$stage"
 	in_sysroot /bin/bash -ec '
-		stage=$1
-		shift
+		stage=$1 modroot=$2
+		shift 2
 		mkdir -p $stage/{bin,sbin,etc,proc,sys,dev,tmp,run,root,mnt,results,lib/modules,usr/bin,usr/sbin}
 		for bin in "$@"; do
 			mkdir -p "$stage$(dirname "$bin")"
@@ -47,10 +47,10 @@ if [ ! -f "$base" ]; then
 				cp -L "$lib" "$stage$lib"
 			done
 		done
-		cp -a /build/modroot/lib/modules/. $stage/lib/modules/
+		cp -a "$modroot"/lib/modules/. $stage/lib/modules/
 		# merged-/usr layout, as trixie has it.
 		ln -sfn usr/lib $stage/lib64 2>/dev/null || true
-	' base-stage "$stage_in" "${BINARIES[@]}"
+	' base-stage "$stage_in" "$RTHIN_MODROOT_IN" "${BINARIES[@]}"
 	for t in "${THIN_TOOLS[@]}"; do ln -sf pdata_tools "$stage/usr/sbin/$t"; done
 	for t in "${LVM_TOOLS[@]}"; do ln -sf lvm "$stage/usr/sbin/$t"; done
 	ln -sf mke2fs "$stage/usr/sbin/mkfs.ext4"
@@ -99,7 +99,7 @@ fi
 # The crash tests' replay and workload tool (tests/crash), when built.
 [ -x "$RTHIN_ROOT/target/release/rthin-crashtest" ] &&
 	install -D -m 0755 "$RTHIN_ROOT/target/release/rthin-crashtest" "$overlay/usr/sbin/rthin-crashtest"
-kver=$(ls "$RTHIN_SYSROOT/build/modroot/lib/modules")
+kver=$(ls "$RTHIN_SYSROOT$RTHIN_MODROOT_IN/lib/modules")
 echo "$kver" >"$overlay/rthin/kernel-release"
 {
 	cat "$base"

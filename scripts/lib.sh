@@ -9,10 +9,26 @@ set -euo pipefail
 RTHIN_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RTHIN_CACHE=${RTHIN_CACHE:-$HOME/.cache/rthin}
 RTHIN_SYSROOT=$RTHIN_CACHE/sysroot-trixie
+# The test kernel's flavour: normal, or debug (KASAN, KFENCE, lockdep, RCU and
+# atomic-sleep checking; `make check-debug`). Each flavour has its own tree,
+# installed modules and clone outputs (suffix -debug), so neither rebuilds the other.
+RTHIN_KERNEL_FLAVOR=${RTHIN_KERNEL_FLAVOR:-normal}
+case $RTHIN_KERNEL_FLAVOR in
+normal) RTHIN_FLAVOR_SUFFIX= ;;
+debug) RTHIN_FLAVOR_SUFFIX=-debug ;;
+*) printf '[rthin] error: RTHIN_KERNEL_FLAVOR must be normal or debug, not %s\n' "$RTHIN_KERNEL_FLAVOR" >&2; exit 1 ;;
+esac
 # The kernel tree lives inside the sysroot so that its absolute paths are the
 # same whether seen from the chroot (/build/...) or from the host.
-RTHIN_KBUILD_IN=/build/linux
+RTHIN_KBUILD_IN=/build/linux$RTHIN_FLAVOR_SUFFIX
 RTHIN_KBUILD=$RTHIN_SYSROOT$RTHIN_KBUILD_IN
+# Where the kernel's modules are installed (the VM image copies them from there).
+RTHIN_MODROOT_IN=/build/modroot$RTHIN_FLAVOR_SUFFIX
+# Make arguments every build against the tree needs: the debug kernel is
+# compiled by clang (see scripts/kernel/config-fragment-debug) and an external
+# module must use the kernel's compiler.
+RTHIN_KMAKE_ARGS=()
+[ "$RTHIN_KERNEL_FLAVOR" = debug ] && RTHIN_KMAKE_ARGS=(LLVM=1)
 # Per-clone build output (module objects, initramfs, VM results).
 RTHIN_OUT=${RTHIN_OUT:-$RTHIN_ROOT/build}
 # Where the clone is visible inside the chroot.

@@ -6,19 +6,23 @@
 #
 # Usage: vm.sh [options] INITRAMFS RESULTS_DIR
 #   --mode check|demo|bench|shell   what the guest runs (default check; bench: scripts/bench.sh)
-#   --cpus N --mem MiB        guest size (default 2 vCPUs, 2048 MiB)
+#   --cpus N --mem MiB        guest size (default 2 vCPUs, 2048 MiB; debug kernel 4096)
 #   --ramdisk-mib N           size of each of the 4 brd RAM disks (default 256)
 #   --disk GiB                add a sparse-file virtio disk (repeatable: vdb, vdc, ...)
-#   --timeout S               hard limit for the whole VM run (default 1800)
+#   --timeout S               hard limit for the whole VM run (default 1800; debug kernel 5400)
+#   --test-timeout S          limit for each VM test (default 900; debug kernel 2700)
 #   --only PATTERN            run only the tests whose name contains PATTERN
 #   --env NAME=VALUE          set an environment variable for the VM's tests (repeatable)
+# RTHIN_KERNEL_FLAVOR=debug boots the debug kernel (KASAN, lockdep, ...), which
+# needs room for KASAN's shadow memory and quarantine and runs several times slower.
 # In check mode the exit status is the tests' status: the results are read
 # by scripts/vm/report.py (KUnit cases, VM tests, kernel log), which prints a
 # line per test and `N passed, N failed`. A VM that crashed, hung or wrote no
 # results fails too. Other modes exit 0 once the guest has written results.
 . "$(dirname "$0")/lib.sh"
 
-mode=check cpus=2 mem=2048 rd_mib=256 timeout=1800 only=
+mode=check cpus=2 mem=2048 rd_mib=256 timeout=1800 test_timeout=900 only=
+[ "$RTHIN_KERNEL_FLAVOR" = debug ] && mem=4096 timeout=5400 test_timeout=2700
 disks=() envs=()
 while [ $# -gt 2 ]; do
 	case $1 in
@@ -28,6 +32,7 @@ while [ $# -gt 2 ]; do
 	--ramdisk-mib) rd_mib=$2; shift 2 ;;
 	--disk) disks+=("$2"); shift 2 ;;
 	--timeout) timeout=$2; shift 2 ;;
+	--test-timeout) test_timeout=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
 	--env) envs+=("$2"); shift 2 ;;
 	*) die "unknown option $1" ;;
@@ -51,8 +56,11 @@ for gib in "${disks[@]}"; do
 done
 
 cmdline="console=ttyS0 rdinit=/init panic=-1 oops=panic rthin.mode=$mode rthin.cpus=$cpus"
-cmdline+=" brd.rd_nr=4 brd.rd_size=$((rd_mib * 1024))"
+cmdline+=" brd.rd_nr=4 brd.rd_size=$((rd_mib * 1024)) rthin.test_timeout=$test_timeout"
 [ -n "$only" ] && cmdline+=" rthin.only=$only"
+# KASAN prints only its first report unless told otherwise; a debug run is
+# slow, so have it show every bug it meets.
+[ "$RTHIN_KERNEL_FLAVOR" = debug ] && cmdline+=" kasan_multi_shot"
 if [ "$mode" = bench ] && [ "${RTHIN_BENCH_TSC:-1}" = 1 ]; then
 	# Timings need a fine clock. Under TCG the guest's PIT calibration of the
 	# TSC fails when the host is busy, and the kernel then falls back to the
