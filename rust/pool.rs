@@ -738,6 +738,17 @@ impl PoolState {
         match self.md.alloc_data_block() {
             Ok(b) => {
                 self.flags.dirty.store(true, Ordering::Release);
+                // As dm-thin: commit before the metadata reserve is used
+                // up. The reserve is what the mapping insert and the commit
+                // itself need; without this, provisions between two
+                // periodic commits run the metadata dry mid-insert (ENOSPC:
+                // read-only with needs_check) instead of ending in
+                // out-of-metadata-space mode at this commit. The block
+                // stays ours; if the commit switched the pool to that mode,
+                // the provision fails at `end_provision`, which frees it.
+                if self.metadata_free_after_reserve() == 0 && self.commit().is_err() {
+                    return Err(AllocFailure::Refused(BioAction::Error(IoError::Io)));
+                }
                 Ok(b)
             }
             Err(CoreError::NoSpace) if !after_commit && self.md.is_dirty() => {
