@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: GPL-2.0
 # Running out of metadata space (J62), on the C dm-thin and on rthin.
-# The metadata device is 1 MiB (256 blocks, reserve 25) of dm-linear. The
+# The metadata device is 512 KiB (128 blocks, reserve 12) of dm-linear. The
 # smallest sizes each implementation accepts (C: 48 KiB, rthin: 128 KiB)
-# are too small for dm-thin's scheme: up to 256 KiB, dm-thin's own commit
-# (or rthin's next mapping insert) runs out of space first and the pool
-# goes read-only with needs_check instead of out-of-metadata-space.
+# are too small for dm-thin's scheme: up to 256 KiB dm-thin's own commit
+# runs out of space first and the pool goes read-only with needs_check
+# instead of out-of-metadata-space. At 512 KiB dm-thin ends in
+# out-of-metadata-space, and so must rthin: without its commit before the
+# reserve is used up (alloc_data_block) a mapping insert ran out of space
+# and left it read-only with needs_check.
 # What fills metadata fastest per data block written: snapshots. Thin 1
 # gets 1024 whole blocks (fio), then each round takes a snapshot of it and
 # writes every 128th block of it (about one per leaf of its mapping tree),
@@ -23,7 +26,7 @@
 RAW_META=/dev/ram0 DATA=/dev/ram1
 MB=2048
 BLK=65536
-META_KIB=1024
+META_KIB=512
 T=/dev/mapper/thin
 events() { dmsetup info -c --noheadings -o events pool | tr -d ' '; }
 # try_put OFF: one whole-block write (pattern A) into thin 1 and its model;
