@@ -17,8 +17,9 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use common::{checker, dump, FileMedia, FileStore, HostStore, MemMedia, MemStore, Rng};
+use common::{dump, FileMedia, FileStore, HostStore, MemMedia, MemStore, Rng};
 use rthin_core::block_store::BlockStore;
+use rthin_core::checker;
 use rthin_core::thin_metadata::ThinMetadata;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

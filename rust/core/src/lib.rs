@@ -13,13 +13,16 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
-#[cfg(test)]
+#[cfg(any(test, feature = "checker"))]
 extern crate std;
 
 pub mod args;
 pub mod block_geometry;
 pub mod block_store;
 pub mod btree;
+// Host-only (it needs std): not mounted in the kernel crate.
+#[cfg(feature = "checker")]
+pub mod checker;
 pub mod checksum;
 pub mod codec;
 pub mod core_error;

@@ -2,7 +2,8 @@
 //! Basic behaviour of the metadata core over the host stores.
 mod common;
 
-use common::{checker, mem_store, HostStore, MemMedia};
+use common::{mem_store, HostStore, MemMedia};
+use rthin_core::checker;
 use rthin_core::core_error::CoreError;
 use rthin_core::thin_metadata::ThinMetadata;
 

@@ -9,7 +9,8 @@
 //! committed again.
 mod common;
 
-use common::{checker, dump, Devs, HostStore, MemMedia, Rng, RoMedia};
+use common::{dump, Devs, HostStore, MemMedia, Rng, RoMedia};
+use rthin_core::checker;
 use rthin_core::core_error::CoreError;
 use rthin_core::thin_metadata::ThinMetadata;
 

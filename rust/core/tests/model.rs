@@ -5,7 +5,8 @@
 //! and after every reopen everything is compared with the model.
 mod common;
 
-use common::{checker, dump, Devs, HostStore, MemMedia, MemStore, Rng};
+use common::{dump, Devs, HostStore, MemMedia, MemStore, Rng};
+use rthin_core::checker;
 use rthin_core::core_error::CoreError;
 use rthin_core::thin_metadata::{DeviceDetails, ThinMetadata};
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Host-side test support (never mounted in the kernel): block stores over
 //! memory and files with dm-bufio-like caching, crash/tear injection and
-//! random early write-back; a deterministic PRNG; an independent metadata
-//! checker that recomputes every reference count.
+//! random early write-back; a deterministic PRNG. (The metadata checker that
+//! recomputes every reference count is the core's `rthin_core::checker`.)
 #![allow(
     dead_code,
     unreachable_pub,
@@ -10,8 +10,6 @@
     clippy::too_many_arguments,
     clippy::type_complexity
 )]
-
-pub mod checker;
 
 use rthin_core::block_store::BlockStore;
 use rthin_core::checksum::{seal, verify, BlockKind, BLOCK_SIZE};
