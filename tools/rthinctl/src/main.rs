@@ -224,13 +224,18 @@ enum Cmd {
 
 #[derive(Subcommand, Debug)]
 enum MetaCmd {
-    /// Check the superblock, device details and every mapping tree.
+    /// Check the metadata as thin_check does: every tree, and the reference
+    /// count of every data and metadata block against the space maps.
     Check {
         /// Metadata device or image.
         path: String,
         /// Print nothing when the metadata is fine.
         #[arg(short, long)]
         quiet: bool,
+        /// Leaked blocks (allocated, referenced by nothing) are a warning,
+        /// not a failure (as thin_check's option of the same name).
+        #[arg(long)]
+        ignore_non_fatal_errors: bool,
     },
     /// Print the metadata as thin_dump XML.
     Dump {
@@ -316,7 +321,11 @@ fn run(cli: Cli) -> Result<i32> {
     }
     if let Cmd::Meta(m) = &cli.cmd {
         return match m {
-            MetaCmd::Check { path, quiet } => meta::check(path, *quiet),
+            MetaCmd::Check {
+                path,
+                quiet,
+                ignore_non_fatal_errors,
+            } => meta::check(path, *quiet, *ignore_non_fatal_errors),
             MetaCmd::Dump { path } => meta::dump(path),
             MetaCmd::Ls { path } => meta::ls(path, ctx.json, &ctx.style),
         };

@@ -272,78 +272,77 @@ pub fn dump(path: &str) -> Result<i32> {
     Ok(exit::OK)
 }
 
-/// `meta check`: superblock, every device's details and mapping tree (each
-/// node read through the core's validators: checksum, block number, node
-/// header, key order), and per device: mapped_blocks equals the mappings
-/// found, data blocks lie inside the data device, times are not in the
-/// future. Space-map reference counts are not cross-checked (thin_check
-/// does that).
-pub fn check(path: &str, quiet: bool) -> Result<i32> {
+/// `meta check`: the core's checker (`rthin_core::checker`, the one the
+/// core's property and crash tests use) walks the superblock, the details
+/// tree, every mapping tree, the held snapshot's trees and both space maps
+/// (every node read through the core's validators), recounts the references
+/// to every data and metadata block and compares them with the space maps.
+/// As in thin_check: a leak (a block the space map counts once that nothing
+/// references) fails the check unless `ignore_leaks` (thin_check's
+/// --ignore-non-fatal-errors); every other finding is damage and always
+/// fails it.
+pub fn check(path: &str, quiet: bool, ignore_leaks: bool) -> Result<i32> {
     let md = open_md(path)?;
     let sb = *md.committed_superblock();
-    let mut problems: Vec<String> = Vec::new();
-    let devs = devices(&md).map_err(|e| core_sentence(path, e))?;
-    let nr_data = sb.data_sm.nr_blocks;
-    for (d, x) in &devs {
-        let mut n = 0u64;
-        let mut bad_block = None;
-        let mut bad_time = None;
-        let r = md.for_each_mapping(*d, &mut |v, m| {
-            n += 1;
-            if m.data_block >= nr_data && bad_block.is_none() {
-                bad_block = Some((v, m.data_block));
-            }
-            if m.time > sb.time && bad_time.is_none() {
-                bad_time = Some((v, m.time));
-            }
-            Ok(())
-        });
-        if let Err(e) = r {
-            problems.push(format!("device {d}: mapping tree unreadable: {e:?}"));
+    let rep = rthin_core::checker::examine(md.store());
+    let mut leaks = Vec::new();
+    for (what, blocks) in [("data", &rep.data_leaks), ("metadata", &rep.meta_leaks)] {
+        if blocks.is_empty() {
             continue;
         }
-        if n != x.mapped_blocks {
-            problems.push(format!(
-                "device {d}: details say {} mapped blocks, the mapping tree has {n}",
-                x.mapped_blocks
-            ));
-        }
-        if let Some((v, b)) = bad_block {
-            problems.push(format!(
-                "device {d}: block {v} maps to data block {b}, beyond the {nr_data} data blocks"
-            ));
-        }
-        if let Some((v, t)) = bad_time {
-            problems.push(format!(
-                "device {d}: block {v} has time {t}, after the superblock's time {}",
-                sb.time
-            ));
-        }
+        let shown: Vec<String> = blocks.iter().take(10).map(u64::to_string).collect();
+        leaks.push(format!(
+            "{} {what} blocks have leaked (counted in use, referenced by nothing): {}{}",
+            blocks.len(),
+            shown.join(" "),
+            if blocks.len() > 10 { " ..." } else { "" }
+        ));
     }
-    if problems.is_empty() {
-        if !quiet {
-            println!(
-                "{path}: metadata ok: {} devices, transaction {}, time {}{}",
-                devs.len(),
-                sb.trans_id,
-                sb.time,
-                if md.needs_check() {
-                    " (needs_check is set: clear it with thin_check --clear-needs-check-flag)"
-                } else {
-                    ""
-                }
-            );
-        }
-        return Ok(exit::OK);
+    if !rep.errors.is_empty() {
+        let mut notes = rep.errors;
+        notes.extend(leaks);
+        return Err(Error {
+            text: format!(
+                "{path}: metadata is damaged; run thin_check, then thin_repair to a new device"
+            ),
+            code: exit::REFUSED,
+            notes,
+        });
     }
-    Err(Error {
-        text: format!(
-            "{path}: {} problem(s) found; run thin_check, then thin_repair to a new device",
-            problems.len()
-        ),
-        code: exit::REFUSED,
-        notes: problems,
-    })
+    if !leaks.is_empty() && !ignore_leaks {
+        return Err(Error {
+            text: format!(
+                "{path}: space is leaked, no data is at risk; thin_check --auto-repair (or thin_repair) reclaims it, --ignore-non-fatal-errors accepts it"
+            ),
+            code: exit::REFUSED,
+            notes: leaks,
+        });
+    }
+    for l in &leaks {
+        eprintln!("rthinctl: warning: {path}: {l}");
+    }
+    if !quiet {
+        println!(
+            "{path}: metadata ok: {} devices, transaction {}, time {}; {} mappings, {} data and {} metadata blocks in use, reference counts agree{}{}",
+            rep.devices,
+            sb.trans_id,
+            sb.time,
+            rep.mappings,
+            rep.data_allocated,
+            rep.meta_allocated,
+            if leaks.is_empty() {
+                ""
+            } else {
+                " apart from the leaks"
+            },
+            if md.needs_check() {
+                " (needs_check is set: clear it with thin_check --clear-needs-check-flag)"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(exit::OK)
 }
 
 #[cfg(test)]
@@ -412,6 +411,11 @@ mod tests {
     }
 
     fn image() -> (tempfile_path::TempPath, String) {
+        image_with(|_| {})
+    }
+
+    /// The test image, changed by `f` before the commit.
+    fn image_with(f: impl FnOnce(&mut ThinMetadata<MemRw>)) -> (tempfile_path::TempPath, String) {
         let mut md = ThinMetadata::format(MemRw::new(1024), 128, 1000).unwrap();
         md.set_transaction_id(0, 7).unwrap();
         md.create_thin(1).unwrap();
@@ -424,6 +428,7 @@ mod tests {
         md.create_snap(2, 1).unwrap();
         let b = md.alloc_data_block().unwrap();
         md.insert_mapping(2, 0, b).unwrap();
+        f(&mut md);
         md.commit().unwrap();
         let disk = md.into_store().disk.concat();
         let p = tempfile_path::TempPath::new(&disk);
@@ -473,7 +478,7 @@ mod tests {
 </superblock>
 ";
         assert_eq!(x, want);
-        assert_eq!(check(&path, true), Ok(exit::OK));
+        assert_eq!(check(&path, true, false), Ok(exit::OK));
     }
 
     #[test]
@@ -502,6 +507,40 @@ mod tests {
         assert_eq!(
             open_md("/nonexistent/meta").err().unwrap().code,
             exit::NOT_FOUND
+        );
+    }
+
+    #[test]
+    fn check_recounts_references() {
+        // A data block allocated and never mapped: a leak, which fails the
+        // check unless leaks are accepted (thin_check's exit status).
+        let (_t, path) = image_with(|md| {
+            assert_eq!(md.alloc_data_block().unwrap(), 7);
+        });
+        let e = check(&path, true, false).unwrap_err();
+        assert_eq!(e.code, exit::REFUSED);
+        assert!(e.text.contains("space is leaked"), "{}", e.text);
+        assert_eq!(
+            e.notes,
+            ["1 data blocks have leaked (counted in use, referenced by nothing): 7"]
+        );
+        assert_eq!(check(&path, true, true), Ok(exit::OK));
+
+        // A mapped block counted once too often: damage, whatever the option.
+        let (_t, path) = image_with(|md| md.data_block_inc(5).unwrap());
+        for ignore in [false, true] {
+            let e = check(&path, true, ignore).unwrap_err();
+            assert_eq!(e.code, exit::REFUSED);
+            assert!(e.text.contains("damaged"), "{}", e.text);
+            assert_eq!(e.notes, ["data block 5: space map says 3, references 2"]);
+        }
+
+        // A mapping whose block the space map calls free.
+        let (_t, path) = image_with(|md| md.data_block_dec(6).unwrap());
+        let e = check(&path, true, true).unwrap_err();
+        assert_eq!(
+            e.notes,
+            ["data block 6: free in space map but referenced 1 times"]
         );
     }
 }
