@@ -8,6 +8,7 @@
 #   make demo       boots the VM and shows a pool and a thin volume at work
 #   make module     builds dm-rthin.ko (and, if missing, the sysroot and kernel)
 #   make vm-shell   boots the VM with a shell, module loaded
+#   make soak       tests/vm/90-soak.sh for 20 minutes (mixed fio, snapshots, discards, suspends, reloads)
 #   make bench      dm-linear, C dm-thin and rthin side by side, every case (TCG: about an hour)
 #   make bench-quick  the headline case (4k randread, iodepth 32, numjobs 2) and a short case 4
 #   make host-test  cargo fmt --check, clippy and cargo test only
@@ -17,13 +18,16 @@
 
 SHELL := /bin/bash
 
-.PHONY: check check-debug demo module kernel sysroot vm-shell host-test clean bench bench-quick
+.PHONY: check check-debug soak demo module kernel sysroot vm-shell host-test clean bench bench-quick
 
 check:
 	scripts/check.sh
 
 check-debug:
 	RTHIN_KERNEL_FLAVOR=debug scripts/check.sh
+
+soak: module
+	cargo build --release -q -p rthinctl && scripts/initramfs.sh build/initramfs-soak.cpio.gz && scripts/vm.sh --only soak --env SOAK_SECONDS=1200 --test-timeout 1500 --timeout 2400 --disk 4 --disk 4 build/initramfs-soak.cpio.gz build/results-soak
 
 demo:
 	scripts/demo.sh
