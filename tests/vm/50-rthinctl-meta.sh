@@ -67,6 +67,8 @@ run dmsetup remove cpool
 agree ok
 case $(cat /tmp/rc.out) in *"metadata ok: 3 devices, transaction 1"*"reference counts agree"*) ;; *) fail "meta check: $(cat /tmp/rc.out)" ;; esac
 rthinctl meta dump $meta >/tmp/r.xml || fail "meta dump failed"
+echo "\$ rthinctl meta dump $meta  (first lines of $(wc -l </tmp/r.xml))"
+head -6 /tmp/r.xml | sed 's/^/    /'
 thin_dump $meta >/tmp/c.xml || fail "thin_dump failed"
 norm /tmp/r.xml >/tmp/r.txt
 norm /tmp/c.xml >/tmp/c.txt
@@ -81,7 +83,8 @@ diff /tmp/c.txt /tmp/r.txt || fail "rthinctl meta dump disagrees with thin_dump"
 } >/tmp/c2.xml
 diff /tmp/c2.xml /tmp/r.xml || fail "rthinctl meta dump XML differs from thin_dump's"
 out=$(rthinctl meta ls $meta) || fail "meta ls failed"
-echo "$out"
+echo "\$ rthinctl meta ls $meta"
+echo "$out" | sed 's/^/    /'
 [ "$(echo "$out" | grep -c '^ *[0-9]')" = 3 ] || fail "meta ls lists: $out"
 out=$(rthinctl --json meta ls $meta) || fail "meta ls --json failed"
 case $out in *'"held_metadata_root": '[0-9]*) ;; *) fail "held root not shown: $out" ;; esac
