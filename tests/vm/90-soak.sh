@@ -38,6 +38,31 @@ echo "soak: $SECONDS_WANTED s on $POOL_T, data $data ($((POOL_SECTORS / MB)) MiB
 now() { cut -d' ' -f1 /proc/uptime | cut -d. -f1; }
 end=$(($(now) + SECONDS_WANTED))
 
+# Every step is traced to the kernel log (the console keeps it when the VM
+# hangs); a watchdog dumps the devices and the tasks in D state there when no
+# step has started for SOAK_STALL seconds (a hang would otherwise only show
+# as the runner's timeout).
+trace() { echo "rthin-soak: $*" >/dev/kmsg 2>/dev/null; : >/tmp/soak.beat; }
+STALL=${SOAK_STALL:-180}
+trace start
+(
+	while sleep 30; do
+		[ $(($(date +%s) - $(stat -c %Y /tmp/soak.beat))) -gt $STALL ] || continue
+		# Tasks first: a status ioctl may block on the same stall.
+		{
+			echo "no progress for $STALL s; tasks in D state (command, wchan, stack):"
+			for p in /proc/[0-9]*; do
+				[ "$(cut -d' ' -f3 $p/stat 2>/dev/null)" = D ] || continue
+				echo "$(tr '\0' ' ' <$p/cmdline) $(cat $p/wchan) $(tr '\n' ' ' <$p/stack 2>/dev/null)"
+			done
+			timeout 20 dmsetup info -c 2>&1
+			timeout 20 dmsetup status --noflush 2>&1
+		} 2>&1 | while read -r l; do echo "rthin-soak: $l" >/dev/kmsg; done
+		break
+	done
+) &
+watchdog=$!
+
 mkpool pool $meta $data $POOL_SECTORS error_if_no_space
 for t in 1 2 3; do
 	run dmsetup message pool 0 "create_thin $t"
@@ -69,6 +94,7 @@ written=0 verified=0 rounds=0 snapverify=0
 # One churn step; which one cycles, the thin and the range are random.
 churn() {
 	local t=$((RANDOM % 3 + 1)) off len id
+	trace "round $round step $1 ($(($1 % 6))) thin$t"
 	case $(($1 % 6)) in
 	0)
 		id=$next_id
@@ -137,12 +163,13 @@ pool_ok() {
 step=0 round=0
 while [ "$(now)" -lt $end ] || [ $round = 0 ]; do
 	round=$((round + 1))
+	trace "round $round begins"
 	# A snapshot of thin 1 as the previous round left it, verified while
 	# this round overwrites the origin.
 	# Each fio writes its exit status to /tmp/rc.NAME when it ends (polling
 	# the pids would see zombies as alive).
 	rm -f /tmp/rc.*
-	jobs="1 2 3"
+	jobs="1 2 3" pids=
 	if [ $round -gt 1 ]; then
 		snap pool 99 1 thin1
 		mkthin snap99 pool 99 $((THIN_MIB * MB))
@@ -150,6 +177,7 @@ while [ "$(now)" -lt $end ] || [ $round = 0 ]; do
 			fio_round verify /dev/mapper/snap99 "$(seed $((round - 1)) 1)" /tmp/fio.snap
 			echo $? >/tmp/rc.snap
 		) &
+		pids=$!
 		jobs="$jobs snap"
 	fi
 	for t in 1 2 3; do
@@ -157,6 +185,7 @@ while [ "$(now)" -lt $end ] || [ $round = 0 ]; do
 			fio_round write /dev/mapper/thin$t "$(seed $round $t)"
 			echo $? >/tmp/rc.$t
 		) &
+		pids="$pids $!"
 	done
 	# Churn while any fio of this round runs.
 	while :; do
@@ -167,7 +196,7 @@ while [ "$(now)" -lt $end ] || [ $round = 0 ]; do
 		step=$((step + 1))
 		sleep 1
 	done
-	wait
+	wait $pids
 	for t in 1 2 3; do
 		o=/tmp/fio.$(seed $round $t).write
 		[ "$(cat /tmp/rc.$t)" = 0 ] || {
@@ -192,6 +221,7 @@ while [ "$(now)" -lt $end ] || [ $round = 0 ]; do
 	echo "round $round: $((written / 1024)) MiB written so far; snapshots $n_snap (deleted $n_del), discards $n_disc, suspends thin $n_susp_thin+$n_susp_thin_nf noflush, pool $n_susp_pool+$n_susp_pool_nf noflush, reloads $n_reload; $(info pool)"
 done
 pool_ok "the end"
+kill $watchdog
 echo "churn done: $(dmsetup ls | wc -l) dm devices; live snapshots:$snaps"
 
 # Deactivate, check the metadata, reactivate: the last round's data (and
