@@ -264,10 +264,17 @@ impl PoolObj {
     /// Takes the pool lock once no provision is between allocating its block
     /// and mapping it, so that a commit records no allocated-but-unmapped
     /// block (which `thin_check` would call a leak).
+    ///
+    /// Not while the pool device is suspended: a provision's fill or
+    /// overwrite goes through the pool device (as in dm-thin), which holds
+    /// it until resume, so waiting would deadlock postsuspend's commit,
+    /// preresume and every status or message in between. dm-thin's commits
+    /// never wait for prepared mappings; a commit here then records such a
+    /// block as allocated but unmapped until the next one, as dm-thin's do.
     pub(crate) fn lock_settled(&self) -> MutexGuard<'_, PoolState> {
         let mut st = self.state.lock();
         st.committers += 1;
-        while st.inflight > 0 {
+        while st.inflight > 0 && !st.suspended {
             self.settled.wait(&mut st);
         }
         st.committers -= 1;
@@ -1308,6 +1315,8 @@ impl TargetOps for Pool {
 
     fn presuspend(&self, _noflush: bool) {
         self.pool.lock().suspended = true;
+        // Committers waiting for provisions stop waiting (see lock_settled).
+        self.pool.settled.notify_all();
     }
 
     fn presuspend_undo(&self) {
