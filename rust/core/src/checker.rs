@@ -165,36 +165,6 @@ impl<S: BlockStore> Ctx<'_, S> {
         Ok(())
     }
 
-    /// Number of leaf entries under `b` (no counting of references). A node
-    /// met twice within one tree (a cycle) is an error, so the walk is
-    /// bounded by the tree's size.
-    fn count_entries(&self, b: u64, depth: usize, seen: &mut HashSet<u64>) -> Result<u64, String> {
-        if depth > 16 {
-            return Err("tree too deep".into());
-        }
-        if !seen.insert(b) {
-            return Err(format!("node {b} is reached twice within one tree"));
-        }
-        let g = self
-            .s
-            .read(b, BlockKind::Node)
-            .map_err(|e| format!("node {b}: {e:?}"))?;
-        let h = node::check(&g, 8).map_err(|e| format!("node {b}: {e:?}"))?;
-        if h.leaf {
-            return Ok(h.nr_entries as u64);
-        }
-        let kids = (0..h.nr_entries)
-            .map(|i| node::value_u64(&g, &h, i))
-            .collect::<Result<Vec<u64>, _>>()
-            .map_err(|e| format!("node {b}: {e:?}"))?;
-        drop(g);
-        let mut n = 0;
-        for c in kids {
-            n += self.count_entries(c, depth + 1, seen)?;
-        }
-        Ok(n)
-    }
-
     fn tree(&mut self, root: u64, kind: TreeKind) -> Result<Option<Entries>, String> {
         let mut out = Some(Vec::new());
         let first = !self.visited.contains(&root);
@@ -202,8 +172,9 @@ impl<S: BlockStore> Ctx<'_, S> {
         Ok(if first { out } else { None })
     }
 
-    /// All leaf entries under `b` (no counting of references; a cycle is
-    /// an error as in `count_entries`).
+    /// All leaf entries under `b` (no counting of references). A node met
+    /// twice within one tree (a cycle) is an error, so the walk is bounded
+    /// by the tree's size.
     fn collect(
         &self,
         b: u64,
@@ -287,7 +258,15 @@ impl<S: BlockStore> Ctx<'_, S> {
         for ((dev, root), (_, d)) in top.iter().zip(det.iter()) {
             let root = u64_of(root).map_err(|e| format!("device {dev}: {e:?}"))?;
             let d = DeviceDetails::decode(d).map_err(|e| format!("device {dev}: {e:?}"))?;
-            let n = self.count_entries(root, 0, &mut HashSet::new())?;
+            let mut entries = Vec::new();
+            self.collect(
+                root,
+                TreeKind::Mapping,
+                0,
+                &mut entries,
+                &mut HashSet::new(),
+            )?;
+            let n = entries.len() as u64;
             if live && n != d.mapped_blocks {
                 return Err(format!(
                     "device {dev}: mapped_blocks {} but {n} mappings",
