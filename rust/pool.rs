@@ -49,8 +49,8 @@ use crate::{
         bufio::BufioStore,
         deferred::IoQueue,
         dm::{
-            features, Args, BdevHandle, CtrError, DmDev, MapResult, MdKey, QueueLimits, StatusKind, TableMd,
-            TableRef, TargetCtx, TargetOps,
+            features, Args, BdevHandle, CtrError, DmDev, MapResult, MdKey, QueueLimits, StatusKind,
+            TableMd, TableRef, TargetCtx, TargetOps,
         },
         kcopyd::Kcopyd,
         registry,
@@ -223,7 +223,10 @@ impl PoolObj {
             pool: self.clone(),
             counters: counters.clone(),
         };
-        if let Some(e) = files.iter_mut().find(|e| e.name.to_bytes() == name.to_bytes()) {
+        if let Some(e) = files
+            .iter_mut()
+            .find(|e| e.name.to_bytes() == name.to_bytes())
+        {
             e.users += 1;
             return Ok(hold(&e.counters));
         }
