@@ -66,7 +66,7 @@ if step "kernel module build (W=1, clippy, warning-free)" "$RTHIN_ROOT/scripts/m
 	if [ "$RTHIN_KERNEL_FLAVOR" = debug ]; then
 		log "VM run, debug kernel: KUnit and tests/vm (TCG, several times slower than make check; limit 90 minutes)"
 	else
-		log "VM run: KUnit and tests/vm (TCG, about 10 minutes)"
+		log "VM run: KUnit and tests/vm (TCG, about 20-25 minutes)"
 	fi
 	vm_out=$("$RTHIN_ROOT/scripts/vm.sh" "${vm_args[@]}" --disk 4 --disk 4 "$initramfs" "$results") && vm_ok=1 || vm_ok=0
 	echo "$vm_out" | sed '$d'

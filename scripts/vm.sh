@@ -9,7 +9,7 @@
 #   --cpus N --mem MiB        guest size (default 2 vCPUs, 2048 MiB; debug kernel 4096)
 #   --ramdisk-mib N           size of each of the 4 brd RAM disks (default 256)
 #   --disk GiB                add a sparse-file virtio disk (repeatable: vdb, vdc, ...)
-#   --timeout S               hard limit for the whole VM run (default 1800; debug kernel 5400)
+#   --timeout S               hard limit for the whole VM run (default 3600; debug kernel 5400)
 #   --test-timeout S          limit for each VM test (default 900; debug kernel 2700)
 #   --only PATTERN            run only the tests whose name contains PATTERN
 #   --env NAME=VALUE          set an environment variable for the VM's tests (repeatable)
@@ -21,7 +21,7 @@
 # results fails too. Other modes exit 0 once the guest has written results.
 . "$(dirname "$0")/lib.sh"
 
-mode=check cpus=2 mem=2048 rd_mib=256 timeout=1800 test_timeout=900 only=
+mode=check cpus=2 mem=2048 rd_mib=256 timeout=3600 test_timeout=900 only=
 [ "$RTHIN_KERNEL_FLAVOR" = debug ] && mem=4096 timeout=5400 test_timeout=2700
 disks=() envs=()
 while [ $# -gt 2 ]; do
