@@ -39,8 +39,9 @@ use crate::{
     dm_message::PoolMessage,
     dm_pool_mode::{BindRequest, BioAction, IoError, ModeChange, PoolMode, PoolModeState},
     dm_pool_table::{
-        glue_errors, metadata_dev_blocks, metadata_low_water_threshold, nr_data_blocks,
-        write_pool_table, PoolFeatures, PoolTable, PoolTableLine, METADATA_BLOCK_SECTORS,
+        glue_errors, metadata_dev_blocks, metadata_dev_too_big, metadata_low_water_threshold,
+        nr_data_blocks, write_pool_table, PoolFeatures, PoolTable, PoolTableLine,
+        METADATA_BLOCK_SECTORS, METADATA_MAX_SECTORS,
     },
     dm_status::{write_pool_info, DiscardStatus, PoolInfo, FAIL},
     dm_status_buf::StatusBuf,
@@ -83,6 +84,19 @@ impl<F: Fn(&mut fmt::Formatter<'_>) -> fmt::Result> kernel::fmt::Display for Sho
 /// blocks (capped, as `get_metadata_dev_size_in_blocks`).
 fn usable_metadata_blocks(device_blocks: u64) -> u64 {
     metadata_dev_blocks(device_blocks.saturating_mul(METADATA_BLOCK_SECTORS))
+}
+
+/// dm-thin's `warn_if_metadata_device_too_big`, at ctr and when the metadata
+/// device grows: LVM sizes metadata below the cap, so a larger device is
+/// likely a mistake worth a line in the log.
+fn warn_if_metadata_device_too_big(dev: BdevHandle) {
+    if metadata_dev_too_big(dev.nr_sectors()) {
+        pr_warn!(
+            "Metadata device {} is larger than {} sectors: excess space will not be used.\n",
+            dev.name(),
+            METADATA_MAX_SECTORS
+        );
+    }
 }
 
 /// dm-thin's `__set_metadata_reserve` and `dm_pool_get_free_metadata_block_count`:
@@ -947,7 +961,7 @@ pub(crate) struct Pool {
     pool: SharedPool,
     md: MdKey,
     /// Held open for the table's lifetime (the bufio store reads through it).
-    _metadata: DmDev,
+    metadata: DmDev,
     data: DmDev,
     table: PoolTableLine,
     /// This table's requested features, adjusted for the data device.
@@ -1172,6 +1186,9 @@ impl TargetOps for Pool {
             return Err(CtrError::new(EINVAL, c"Invalid argument count"));
         };
         let metadata = ti.get_device(metadata_word, glue_errors::OPEN_METADATA)?;
+        if let Some(dev) = metadata.handle() {
+            warn_if_metadata_device_too_big(dev);
+        }
         let data = ti.get_device(data_word, glue_errors::OPEN_DATA)?;
         let parsed = parsed.map_err(|e| CtrError::new(e.errno(), e.message()))?;
         let mut features = parsed.features;
@@ -1205,7 +1222,7 @@ impl TargetOps for Pool {
         Ok(Self {
             pool,
             md: key,
-            _metadata: metadata,
+            metadata,
             data,
             table,
             features,
@@ -1299,6 +1316,9 @@ impl TargetOps for Pool {
         let grew_data = st.maybe_grow(Space::Data, self.nr_data_blocks)?;
         let metadata_blocks = usable_metadata_blocks(st.md.store_mut().refresh_size());
         let grew_metadata = st.maybe_grow(Space::Metadata, metadata_blocks)?;
+        if let (true, Some(dev)) = (grew_metadata, self.metadata.handle()) {
+            warn_if_metadata_device_too_big(dev);
+        }
         if grew_data || grew_metadata {
             let _ = st.commit();
         }

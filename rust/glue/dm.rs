@@ -216,6 +216,33 @@ impl Drop for DmDev {
     }
 }
 
+/// A block device's kernel name (see [`BdevHandle::name`]).
+pub(crate) struct BdevName(BdevHandle);
+
+impl kernel::fmt::Display for BdevName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bdev = self.0.raw();
+        // SAFETY: the device is open (`BdevHandle`'s contract), so its gendisk
+        // and the NUL-terminated name in it stay valid and unchanged.
+        let disk_name = unsafe { &(*(*bdev).bd_disk).disk_name };
+        // SAFETY: as above.
+        let partno = unsafe { dm::rthin_bdev_partno(bdev) };
+        // The kernel's `c_char` is `u8` on every architecture.
+        let bytes: &[u8] = disk_name;
+        let len = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        let name = core::str::from_utf8(&bytes[..len]).unwrap_or("?");
+        f.write_str(name)?;
+        if partno == 0 {
+            return Ok(());
+        }
+        // As `bdev_name` in lib/vsprintf.c: `nvme0n1` + 2 is `nvme0n1p2`.
+        if name.ends_with(|c: char| c.is_ascii_digit()) {
+            f.write_str("p")?;
+        }
+        write!(f, "{partno}")
+    }
+}
+
 /// A block device a target holds open through a [`DmDev`], by pointer, for
 /// code that runs while the target exists but cannot borrow the `DmDev`
 /// (workers). Whoever keeps a handle must stop using it before the `DmDev`
@@ -238,6 +265,12 @@ impl BdevHandle {
     pub(crate) fn nr_sectors(self) -> u64 {
         // SAFETY: the device is open (type doc).
         unsafe { dm::rthin_bdev_nr_sectors(self.raw()) }
+    }
+
+    /// The device's kernel name for log lines, as `%pg` prints it (`dm-3`,
+    /// `loop0`, `sda1`, `nvme0n1p2`).
+    pub(crate) fn name(self) -> BdevName {
+        BdevName(self)
     }
 
     /// Flushes the device's volatile write cache (sleeps until done); the

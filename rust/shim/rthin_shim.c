@@ -42,6 +42,11 @@ sector_t rthin_bdev_nr_sectors(struct block_device *bdev)
 	return bdev_nr_sectors(bdev);
 }
 
+u8 rthin_bdev_partno(struct block_device *bdev)
+{
+	return bdev_partno(bdev);
+}
+
 void rthin_init_work(struct work_struct *work, work_func_t func)
 {
 	INIT_WORK(work, func);

@@ -18,6 +18,7 @@ void rthin_bio_set_dev(struct bio *bio, struct block_device *bdev);
 blk_mode_t rthin_dm_table_mode(struct dm_target *ti);
 unsigned int rthin_bdev_max_discard_sectors(struct block_device *bdev);
 sector_t rthin_bdev_nr_sectors(struct block_device *bdev);
+u8 rthin_bdev_partno(struct block_device *bdev);
 void rthin_init_work(struct work_struct *work, work_func_t func);
 unsigned int rthin_no_space_timeout(void);
 void rthin_init_delayed_work(struct delayed_work *work, work_func_t func);

@@ -328,6 +328,13 @@ pub fn metadata_dev_blocks(dev_sectors: u64) -> u64 {
     dev_sectors.min(METADATA_MAX_SECTORS) / METADATA_BLOCK_SECTORS
 }
 
+/// dm-thin's `warn_if_metadata_device_too_big`: a metadata device over 16 GiB
+/// works, but its space past [`METADATA_MAX_SECTORS`] is never used, which
+/// the ctr and a metadata resize log as a warning.
+pub fn metadata_dev_too_big(dev_sectors: u64) -> bool {
+    dev_sectors > METADATA_MAX_SECTORS_WARNING
+}
+
 /// The metadata low-water threshold (status field 9) for a metadata device of
 /// `dev_blocks` usable blocks: `min(1024, dev_blocks / 4)`.
 pub fn metadata_low_water_threshold(dev_blocks: u64) -> u64 {
@@ -651,6 +658,10 @@ no_discard_passdown read_only error_if_no_space "[..]
         assert_eq!(nr_data_blocks(5, 0), 0);
         assert_eq!(metadata_dev_blocks(4096), 512);
         assert_eq!(metadata_dev_blocks(u64::MAX), 4_161_600);
+        // Between the cap and 16 GiB the excess is unused without a warning.
+        assert!(!metadata_dev_too_big(METADATA_MAX_SECTORS + 8));
+        assert!(!metadata_dev_too_big(33_554_432));
+        assert!(metadata_dev_too_big(33_554_433));
         assert_eq!(metadata_low_water_threshold(512), 128);
         assert_eq!(metadata_low_water_threshold(4_161_600), 1024);
         assert_eq!(metadata_low_water_threshold(3), 0);
