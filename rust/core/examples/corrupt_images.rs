@@ -21,7 +21,7 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use common::{HostStore, MemMedia, Rng};
+use common::{HostStore, MemMedia, Rng, SharedImage};
 use rthin_core::btree::node;
 use rthin_core::checksum::{seal, verify, BlockKind, BLOCK_SIZE};
 use rthin_core::codec::{get_u32, get_u64, put_u32, put_u64};
@@ -34,56 +34,22 @@ use std::fmt::Write as _;
 const META_BLOCKS: u64 = 512;
 const DATA_BLOCKS: u64 = 1024;
 const BLOCK_SECTORS: u32 = 128;
-/// Thin ids the base image holds (after the deletes below).
-const THINS: [u64; 5] = [0, 1, 3, 4, 7];
-/// Thin 7's mappings are spread over this many virtual blocks.
-const THIN_BLOCKS: u64 = 1024;
+const THINS: [u64; 5] = SharedImage::THINS;
 
 fn build() -> MemMedia {
-    let store = HostStore::new(MemMedia::new(META_BLOCKS));
-    let mut md = ThinMetadata::format(store, BLOCK_SECTORS, DATA_BLOCKS).unwrap();
-    let mut rng = Rng::new(81);
-    let map = |md: &mut ThinMetadata<_>, dev: u64, v: u64| {
-        let b = md.alloc_data_block().unwrap();
-        md.insert_mapping(dev, v, b).unwrap();
-    };
-    md.create_thin(0).unwrap();
-    // Enough mappings for internal nodes in the device's subtree.
-    for v in 0..600 {
-        map(&mut md, 0, v);
+    SharedImage {
+        meta_blocks: META_BLOCKS,
+        data_blocks: DATA_BLOCKS,
+        // Enough mappings for internal nodes in the device's subtree.
+        origin_blocks: 600,
+        breaks_per_device: 4,
+        break_from: 500,
+        break_span: 90,
+        scatter_mappings: 150,
+        scatter_span: 1024,
+        seed: 81,
     }
-    md.commit().unwrap();
-    for s in 1..=4 {
-        md.create_snap(s, 0).unwrap();
-    }
-    md.commit().unwrap();
-    // Breaking sharing in one leaf from every device raises that leaf's data
-    // counts to 5: overflow counts in the reference-count tree.
-    for d in 0..=4 {
-        for _ in 0..4 {
-            map(&mut md, d, 500 + rng.below(90));
-        }
-    }
-    md.create_thin(7).unwrap();
-    for _ in 0..150 {
-        map(&mut md, 7, rng.below(THIN_BLOCKS));
-    }
-    md.commit().unwrap();
-    md.reserve_metadata_snap().unwrap();
-    md.delete(2).unwrap();
-    for v in 0..10 {
-        map(&mut md, 3, v);
-    }
-    md.set_transaction_id(0, 9).unwrap();
-    md.commit().unwrap();
-    let mut ids = Vec::new();
-    md.for_each_device(&mut |d, _| {
-        ids.push(d);
-        Ok(())
-    })
-    .unwrap();
-    assert_eq!(ids, THINS);
-    md.into_store().media.snapshot()
+    .build()
 }
 
 /// Records `b` and the nodes below it with their roles; pushes the leaves'

@@ -6,42 +6,28 @@
 //! validation is exercised) may succeed or fail, but nothing may panic or hang.
 mod common;
 
-use common::{HostStore, MemMedia, Rng};
+use common::{HostStore, MemMedia, Rng, SharedImage};
 use rthin_core::checksum::{seal, verify, BlockKind};
 use rthin_core::core_error::CoreError;
 use rthin_core::thin_metadata::ThinMetadata;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-const DATA: u64 = 300;
+const DATA: u64 = 400;
 
 fn build() -> MemMedia {
-    let mut md = ThinMetadata::format(HostStore::new(MemMedia::new(160)), 128, DATA).unwrap();
-    let mut rng = Rng::new(5);
-    md.create_thin(0).unwrap();
-    for v in 0..120 {
-        let b = md.alloc_data_block().unwrap();
-        md.insert_mapping(0, v, b).unwrap();
+    let media = SharedImage {
+        meta_blocks: 160,
+        data_blocks: DATA,
+        origin_blocks: 300,
+        breaks_per_device: 5,
+        break_from: 80,
+        break_span: 40,
+        scatter_mappings: 8,
+        scatter_span: 200,
+        seed: 5,
     }
-    md.commit().unwrap();
-    for s in 1..=4 {
-        md.create_snap(s, 0).unwrap();
-    }
-    md.commit().unwrap();
-    // Break sharing in each device in the same leaf: data counts reach >= 3.
-    for d in 0..=4 {
-        for _ in 0..5 {
-            let b = md.alloc_data_block().unwrap();
-            md.insert_mapping(d, 80 + rng.below(40), b).unwrap();
-        }
-    }
-    md.create_thin(7).unwrap();
-    md.commit().unwrap();
-    md.reserve_metadata_snap().unwrap();
-    md.create_snap(8, 0).unwrap();
-    md.delete(2).unwrap();
-    let b = md.alloc_data_block().unwrap();
-    md.insert_mapping(7, 3, b).unwrap();
-    md.commit().unwrap();
+    .build();
+    let md = ThinMetadata::open(HostStore::new(media.snapshot()), Some(128)).unwrap();
     assert!(
         (0..DATA).any(|b| md.data_block_count(b).unwrap() >= 3),
         "no data overflow count"
@@ -50,7 +36,7 @@ fn build() -> MemMedia {
         (0..160).any(|b| md.metadata_block_count(b).unwrap_or(0) >= 3),
         "no metadata overflow count"
     );
-    md.into_store().media.snapshot()
+    media
 }
 
 /// Runs reads and writes over the image; returns every error seen.

@@ -502,3 +502,77 @@ pub fn dump(
     }
     out
 }
+
+/// The shape of a metadata image with every structure that corruption tests
+/// need to meet: snapshots sharing subtrees (metadata reference counts > 1),
+/// sharing broken in one leaf by every device (data counts of 5: overflow
+/// entries in the reference-count tree), a thin of scattered mappings, a held
+/// metadata snapshot, a deleted device and changes after the reserve.
+pub struct SharedImage {
+    pub meta_blocks: u64,
+    pub data_blocks: u64,
+    /// Thin 0's first blocks, mapped before the four snapshots 1-4 of it.
+    pub origin_blocks: u64,
+    /// Each of devices 0-4 remaps this many random blocks of
+    /// `break_from..break_from + break_span` (one leaf or two).
+    pub breaks_per_device: u64,
+    pub break_from: u64,
+    pub break_span: u64,
+    /// Thin 7's random mappings, over `0..scatter_span`.
+    pub scatter_mappings: u64,
+    pub scatter_span: u64,
+    pub seed: u64,
+}
+
+impl SharedImage {
+    /// Thin ids the image holds: snapshot 2 is deleted.
+    pub const THINS: [u64; 5] = [0, 1, 3, 4, 7];
+
+    /// Builds the image (128-sector data blocks) and returns its media. After
+    /// the reserve, snapshot 2 is deleted, thin 3 remaps its first 10 blocks
+    /// and thin 0's transaction id becomes 9.
+    pub fn build(&self) -> MemMedia {
+        use rthin_core::thin_metadata::ThinMetadata;
+        let store = HostStore::new(MemMedia::new(self.meta_blocks));
+        let mut md = ThinMetadata::format(store, 128, self.data_blocks).unwrap();
+        let mut rng = Rng::new(self.seed);
+        let map = |md: &mut ThinMetadata<_>, dev: u64, v: u64| {
+            let b = md.alloc_data_block().unwrap();
+            md.insert_mapping(dev, v, b).unwrap();
+        };
+        md.create_thin(0).unwrap();
+        for v in 0..self.origin_blocks {
+            map(&mut md, 0, v);
+        }
+        md.commit().unwrap();
+        for s in 1..=4 {
+            md.create_snap(s, 0).unwrap();
+        }
+        md.commit().unwrap();
+        for d in 0..=4 {
+            for _ in 0..self.breaks_per_device {
+                map(&mut md, d, self.break_from + rng.below(self.break_span));
+            }
+        }
+        md.create_thin(7).unwrap();
+        for _ in 0..self.scatter_mappings {
+            map(&mut md, 7, rng.below(self.scatter_span));
+        }
+        md.commit().unwrap();
+        md.reserve_metadata_snap().unwrap();
+        md.delete(2).unwrap();
+        for v in 0..10 {
+            map(&mut md, 3, v);
+        }
+        md.set_transaction_id(0, 9).unwrap();
+        md.commit().unwrap();
+        let mut ids = Vec::new();
+        md.for_each_device(&mut |d, _| {
+            ids.push(d);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(ids, Self::THINS);
+        md.into_store().media.snapshot()
+    }
+}
