@@ -93,13 +93,22 @@ pub(crate) struct PerBio {
     saved_end_io: bindings::bio_end_io_t,
 }
 
+/// How a hooked bio's I/O ended.
+#[derive(Clone, Copy)]
+enum HookEnd {
+    /// Its own write, submitted with `hooked_endio`: dm's end_io goes back.
+    Write,
+    /// The kcopyd fill it was parked in, and whether it succeeded.
+    Fill { ok: bool },
+}
+
 /// Hands a hooked bio back to the owner its per-bio data names.
 ///
 /// # Safety
 /// `raw` is a bio dm lent to our map call with per-bio data, hooked by
-/// [`OwnedBio::submit_hooked`] or [`OwnedBio::into_fill_hook`] with a live
-/// owner of type `T`, and its hooked I/O has just ended.
-unsafe fn hand_back<T: Requeue>(raw: *mut bindings::bio, fill_ok: bool) {
+/// [`OwnedBio::submit_hooked`] (`end` is `Write`) or [`OwnedBio::into_fill_hook`]
+/// (`Fill`) with a live owner of type `T`, and its hooked I/O has just ended.
+unsafe fn hand_back<T: Requeue>(raw: *mut bindings::bio, end: HookEnd) {
     let Some(nn) = NonNull::new(raw) else {
         return;
     };
@@ -112,8 +121,21 @@ unsafe fn hand_back<T: Requeue>(raw: *mut bindings::bio, fill_ok: bool) {
         return;
     };
     ctx.state = HookState::Completed;
-    ctx.fill_ok = fill_ok;
+    let restore = match end {
+        HookEnd::Write => {
+            ctx.fill_ok = true;
+            Some(ctx.saved_end_io)
+        }
+        HookEnd::Fill { ok } => {
+            ctx.fill_ok = ok;
+            None
+        }
+    };
     let owner = ctx.owner.cast::<T>();
+    if let Some(end_io) = restore {
+        // SAFETY: we own the bio again; `submit_hooked` saved dm's end_io.
+        unsafe { (*nn.as_ptr()).bi_end_io = end_io };
+    }
     // SAFETY: per the contract; the owner outlives its in-flight bios.
     unsafe { (*owner).requeue_completed(bio) };
 }
@@ -124,13 +146,8 @@ unsafe fn hand_back<T: Requeue>(raw: *mut bindings::bio, fill_ok: bool) {
 /// Set only by `submit_hooked`, whose per-bio data names a live owner of
 /// type `T`.
 unsafe extern "C" fn hooked_endio<T: Requeue>(raw: *mut bindings::bio) {
-    // SAFETY: `submit_hooked` saved dm's end_io in the per-bio data.
-    unsafe {
-        let ctx = dm::dm_per_bio_data(raw, size_of::<PerBio>()).cast::<PerBio>();
-        (*raw).bi_end_io = (*ctx).saved_end_io;
-    }
     // SAFETY: per the contract; the write ended.
-    unsafe { hand_back::<T>(raw, true) };
+    unsafe { hand_back::<T>(raw, HookEnd::Write) };
 }
 
 /// kcopyd's notify callback for a bio parked by [`OwnedBio::into_fill_hook`].
@@ -142,8 +159,11 @@ unsafe extern "C" fn fill_done<T: Requeue>(
     write_err: kernel::ffi::c_ulong,
     context: *mut core::ffi::c_void,
 ) {
+    let end = HookEnd::Fill {
+        ok: read_err == 0 && write_err == 0,
+    };
     // SAFETY: per the contract; the kcopyd job ended.
-    unsafe { hand_back::<T>(context.cast(), read_err == 0 && write_err == 0) };
+    unsafe { hand_back::<T>(context.cast(), end) };
 }
 
 /// A bio parked in a kcopyd job: the job's notify callback and its context.
