@@ -70,6 +70,13 @@ impl Table {
 
     /// Renders with `style`.
     pub fn render(&self, style: &Style) -> String {
+        self.render_aligned(style, &mut Vec::new())
+    }
+
+    /// Renders with `style`, each column at least as wide as in `widths`,
+    /// which grows to this table's widths: a stream of tables (`watch` prints
+    /// one per sample, the headings only with the first) stays aligned.
+    pub fn render_aligned(&self, style: &Style, widths: &mut Vec<usize>) -> String {
         let mut out = String::new();
         let mut all: Vec<Vec<String>> = Vec::new();
         if style.headings {
@@ -84,7 +91,8 @@ impl Table {
             return out;
         }
         let n = self.head.len();
-        let mut w = vec![0usize; n];
+        widths.resize(n, 0);
+        let w = widths;
         for r in &all {
             for (i, c) in r.iter().enumerate().take(n) {
                 w[i] = w[i].max(c.chars().count());
@@ -794,6 +802,30 @@ mod tests {
         let t = thin("Fail");
         let s = thin_table(&[(Some(&p), &t)], &Style::raw());
         assert_eq!(s, "thin1:pool0:1:1048576:-:-:-:fail\n");
+    }
+
+    #[test]
+    fn table_stream_stays_aligned() {
+        let mut style = Style {
+            units: Units::default(),
+            suffix: true,
+            headings: true,
+            separator: None,
+        };
+        let table = |name: &str, n: &str| {
+            let mut t = Table::new(&[("POOL", false), ("USED", true), ("MODE", false)]);
+            t.push(vec![name.into(), n.into(), "rw".into()]);
+            t
+        };
+        let mut widths = Vec::new();
+        let first = table("p", "1").render_aligned(&style, &mut widths);
+        style.headings = false;
+        let second = table("pool0", "12345").render_aligned(&style, &mut widths);
+        let third = table("p", "1").render_aligned(&style, &mut widths);
+        assert_eq!(first, "POOL  USED  MODE\np        1  rw\n");
+        assert_eq!(second, "pool0  12345  rw\n");
+        // Never narrower than what came before.
+        assert_eq!(third, "p          1  rw\n");
     }
 
     #[test]

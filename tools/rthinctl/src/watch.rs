@@ -116,6 +116,8 @@ pub fn watch(ctx: &Ctx, t: &dyn Transport, a: &WatchArgs) -> Result<i32> {
     let mut n = 0u64;
     let mut event = false;
     let mut header_done = false;
+    // Column widths so far: every sample's rows line up with the first's.
+    let mut widths = Vec::new();
     loop {
         let scan = scan_all(t)?;
         let pools: Vec<&Pool> = if a.pools.is_empty() {
@@ -207,7 +209,7 @@ pub fn watch(ctx: &Ctx, t: &dyn Transport, a: &WatchArgs) -> Result<i32> {
             if pools.is_empty() {
                 println!("no thin pools are active");
             } else {
-                print!("{}", table.render(&style));
+                print!("{}", table.render_aligned(&style, &mut widths));
             }
         }
         n += 1;
