@@ -59,6 +59,10 @@ cmdline="console=ttyS0 rdinit=/init panic=-1 oops=panic rthin.mode=$mode rthin.c
 # On a loaded host the IO-APIC timer check at boot can miss its ticks under
 # TCG and panic ("IO-APIC + timer doesn't work!"); the timer works, skip the check.
 cmdline+=" no_timer_check"
+# The kernel log is saved once, at the end (scripts/vm/init), and checked for
+# KUnit results and reports: the default 128 KiB ring lost the boot lines of
+# a full run, and would have lost the KUnit results (and any report) next.
+cmdline+=" log_buf_len=16M"
 cmdline+=" brd.rd_nr=4 brd.rd_size=$((rd_mib * 1024)) rthin.test_timeout=$test_timeout"
 [ -n "$only" ] && cmdline+=" rthin.only=$only"
 # KASAN prints only its first report unless told otherwise; a debug run is

@@ -88,6 +88,12 @@ def main():
                     print("\n".join(log.read_text(errors="replace").splitlines()[-30:]))
                     print("----")
 
+    # The log is saved at the end of the run: if its ring buffer wrapped, its
+    # first lines (and any report among them) are gone.
+    if dmesg and not any(l.startswith("Linux version") for l in
+                         (TIMESTAMP.sub("", x) for x in dmesg[:5])):
+        print("FAIL kernel log: it lost its beginning (ring buffer too small: log_buf_len in vm.sh)")
+        failed += 1
     problems = [TIMESTAMP.sub("", l) for l in dmesg if KERNEL_PROBLEMS.search(l)]
     if problems:
         print("FAIL kernel log: the kernel reported problems:")
