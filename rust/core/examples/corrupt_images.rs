@@ -21,9 +21,9 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use common::{HostStore, MemMedia, Rng, SharedImage};
+use common::{sealed_kind, HostStore, MemMedia, Rng, SharedImage};
 use rthin_core::btree::node;
-use rthin_core::checksum::{seal, verify, BlockKind, BLOCK_SIZE};
+use rthin_core::checksum::{seal, BLOCK_SIZE};
 use rthin_core::codec::{get_u32, get_u64, put_u32, put_u64};
 use rthin_core::space_map::{bitmap_get, bitmap_set, IndexEntry, INDEX_ENTRIES_OFF};
 use rthin_core::superblock::{off, Superblock};
@@ -33,7 +33,7 @@ use std::fmt::Write as _;
 
 const META_BLOCKS: u64 = 512;
 const DATA_BLOCKS: u64 = 1024;
-const BLOCK_SECTORS: u32 = 128;
+const BLOCK_SECTORS: u32 = SharedImage::BLOCK_SECTORS;
 const THINS: [u64; 5] = SharedImage::THINS;
 
 fn build() -> MemMedia {
@@ -138,18 +138,6 @@ fn block_roles(m: &MemMedia) -> BTreeMap<u64, &'static str> {
     let e = IndexEntry::decode(&idx[INDEX_ENTRIES_OFF..]).unwrap();
     r.insert(e.blocknr, "msm-bitmap");
     r
-}
-
-fn kind_of(data: &[u8], b: u64) -> BlockKind {
-    [
-        BlockKind::Superblock,
-        BlockKind::Node,
-        BlockKind::Index,
-        BlockKind::Bitmap,
-    ]
-    .into_iter()
-    .find(|k| verify(*k, b, data).is_ok())
-    .expect("in-use block of unknown kind")
 }
 
 /// The images `make check` runs (tier 1, about 50, for the VM time): one of
@@ -275,7 +263,7 @@ fn main() {
     };
     let resealed = |b: u64, f: &dyn Fn(&mut [u8])| {
         let mut blk = orig(b);
-        let kind = kind_of(&blk[..], b);
+        let kind = sealed_kind(&blk[..], b).expect("in-use block of unknown kind");
         f(&mut blk[..]);
         seal(kind, b, &mut blk[..]).unwrap();
         // A damage the seal undoes (the checksum or block number field) is no damage.
@@ -653,7 +641,7 @@ fn main() {
                 &format!("raw-flip-byte-{byte}-bit-{bit}"),
             );
             // The same flip resealed: the content is wrong but the checksum right.
-            let kind = kind_of(&orig(b)[..], b);
+            let kind = sealed_kind(&orig(b)[..], b).expect("in-use block of unknown kind");
             seal(kind, b, &mut blk[..]).unwrap();
             if blk[..] != orig(b)[..] {
                 out.case(

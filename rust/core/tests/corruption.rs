@@ -6,7 +6,7 @@
 //! validation is exercised) may succeed or fail, but nothing may panic or hang.
 mod common;
 
-use common::{HostStore, MemMedia, Rng, SharedImage};
+use common::{sealed_kind, HostStore, MemMedia, Rng, SharedImage};
 use rthin_core::checksum::{seal, verify, BlockKind};
 use rthin_core::core_error::CoreError;
 use rthin_core::thin_metadata::ThinMetadata;
@@ -27,7 +27,11 @@ fn build() -> MemMedia {
         seed: 5,
     }
     .build();
-    let md = ThinMetadata::open(HostStore::new(media.snapshot()), Some(128)).unwrap();
+    let md = ThinMetadata::open(
+        HostStore::new(media.snapshot()),
+        Some(SharedImage::BLOCK_SECTORS),
+    )
+    .unwrap();
     assert!(
         (0..DATA).any(|b| md.data_block_count(b).unwrap() >= 3),
         "no data overflow count"
@@ -42,7 +46,7 @@ fn build() -> MemMedia {
 /// Runs reads and writes over the image; returns every error seen.
 fn exercise(media: MemMedia) -> Vec<CoreError> {
     let mut errs = Vec::new();
-    let mut md = match ThinMetadata::open(HostStore::new(media), Some(128)) {
+    let mut md = match ThinMetadata::open(HostStore::new(media), Some(SharedImage::BLOCK_SECTORS)) {
         Ok(m) => m,
         Err(e) => return vec![e],
     };
@@ -90,17 +94,6 @@ fn exercise(media: MemMedia) -> Vec<CoreError> {
     errs
 }
 
-fn kind_of(data: &[u8], b: u64) -> Option<BlockKind> {
-    [
-        BlockKind::Superblock,
-        BlockKind::Node,
-        BlockKind::Index,
-        BlockKind::Bitmap,
-    ]
-    .into_iter()
-    .find(|k| verify(*k, b, data).is_ok())
-}
-
 fn bit_flips(part: u64, parts: u64) {
     let good = build();
     assert!(
@@ -117,7 +110,7 @@ fn bit_flips(part: u64, parts: u64) {
     let (mut raw, mut resealed, mut detected) = (0, 0, 0);
     for &b in in_use.iter().filter(|b| **b % parts == part) {
         let orig = good.blocks[&b].clone();
-        let kind = kind_of(&orig[..], b).expect("in-use block of unknown kind");
+        let kind = sealed_kind(&orig[..], b).expect("in-use block of unknown kind");
         // RTHIN_FLIPS raises the number of flips per block for soak runs.
         let flips: u64 = std::env::var("RTHIN_FLIPS")
             .ok()

@@ -503,6 +503,19 @@ pub fn dump(
     out
 }
 
+/// The checksummed kind block `b` verifies as (`None`: none, so it is not
+/// an in-use metadata block).
+pub fn sealed_kind(data: &[u8], b: u64) -> Option<BlockKind> {
+    [
+        BlockKind::Superblock,
+        BlockKind::Node,
+        BlockKind::Index,
+        BlockKind::Bitmap,
+    ]
+    .into_iter()
+    .find(|k| verify(*k, b, data).is_ok())
+}
+
 /// The shape of a metadata image with every structure that corruption tests
 /// need to meet: snapshots sharing subtrees (metadata reference counts > 1),
 /// sharing broken in one leaf by every device (data counts of 5: overflow
@@ -527,14 +540,16 @@ pub struct SharedImage {
 impl SharedImage {
     /// Thin ids the image holds: snapshot 2 is deleted.
     pub const THINS: [u64; 5] = [0, 1, 3, 4, 7];
+    /// The data block size the image is formatted with, in sectors.
+    pub const BLOCK_SECTORS: u32 = 128;
 
-    /// Builds the image (128-sector data blocks) and returns its media. After
+    /// Builds the image and returns its media. After
     /// the reserve, snapshot 2 is deleted, thin 3 remaps its first 10 blocks
     /// and thin 0's transaction id becomes 9.
     pub fn build(&self) -> MemMedia {
         use rthin_core::thin_metadata::ThinMetadata;
         let store = HostStore::new(MemMedia::new(self.meta_blocks));
-        let mut md = ThinMetadata::format(store, 128, self.data_blocks).unwrap();
+        let mut md = ThinMetadata::format(store, Self::BLOCK_SECTORS, self.data_blocks).unwrap();
         let mut rng = Rng::new(self.seed);
         let map = |md: &mut ThinMetadata<_>, dev: u64, v: u64| {
             let b = md.alloc_data_block().unwrap();
