@@ -195,6 +195,11 @@ mod glue_suite {
     }
 
     #[test]
+    fn inflight_grace_period_waits_for_reader() {
+        assert!(crate::glue::inflight::selftest::grace_period_waits_for_reader());
+    }
+
+    #[test]
     fn mapping_cache_under_rcu() {
         assert!(crate::thin_io::selftest::cache_under_rcu());
     }

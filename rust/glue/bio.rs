@@ -15,6 +15,7 @@ use kernel::bindings;
 use super::{
     bindings as dm,
     dm::{BdevHandle, DmDev},
+    inflight::IoToken,
 };
 use crate::dm_pool_mode::IoError;
 
@@ -91,6 +92,39 @@ pub(crate) struct PerBio {
     fill_ok: bool,
     owner: *const core::ffi::c_void,
     saved_end_io: bindings::bio_end_io_t,
+    /// The in-flight read side the bio holds while it may touch a data
+    /// block (null: none), ended by the target's `end_io`.
+    inflight: *mut bindings::srcu_ctr,
+}
+
+/// The per-bio data of `raw`, if dm keeps one in front of it.
+///
+/// # Safety
+/// `raw` is a live bio that the caller owns for the returned lifetime, and
+/// dm keeps a [`PerBio`] in front of it if `per_bio` is set.
+unsafe fn per_bio_of<'a>(raw: NonNull<bindings::bio>, per_bio: bool) -> Option<&'a mut PerBio> {
+    if !per_bio {
+        return None;
+    }
+    // SAFETY: per the contract.
+    let p = unsafe { dm::dm_per_bio_data(raw.as_ptr(), size_of::<PerBio>()) };
+    // SAFETY: as above; `p` is aligned for the largest member type (dm
+    // aligns per-bio data like the bio itself).
+    NonNull::new(p.cast::<PerBio>()).map(|mut p| unsafe { p.as_mut() })
+}
+
+/// Stores `token` in the per-bio data; returns the token the caller must end
+/// itself: `token` when there is no per-bio data, or one stored before.
+fn store_token(ctx: Option<&mut PerBio>, token: IoToken) -> Option<IoToken> {
+    match ctx {
+        Some(ctx) => {
+            let old = core::mem::replace(&mut ctx.inflight, token.into_raw());
+            // SAFETY: a non-null `inflight` was stored from a token here and
+            // not ended (it is replaced, so it ends once, by the caller).
+            NonNull::new(old).map(|p| unsafe { IoToken::from_raw(p) })
+        }
+        None => Some(token),
+    }
 }
 
 /// How a hooked bio's I/O ended.
@@ -266,18 +300,44 @@ impl Bio<'_> {
         }
     }
 
+    fn per_bio_data(&mut self) -> Option<&mut PerBio> {
+        // SAFETY: the bio is lent to us (`from_raw`'s contract, which also
+        // says whether dm keeps a `PerBio`); the borrow of `self` covers it.
+        unsafe { per_bio_of(self.raw, self.per_bio) }
+    }
+
+    /// Clears the per-bio data: dm does not initialise it, so the map call
+    /// does this first.
+    pub(crate) fn init_per_bio(&mut self) {
+        if let Some(ctx) = self.per_bio_data() {
+            ctx.state = HookState::None;
+            ctx.inflight = core::ptr::null_mut();
+        }
+    }
+
+    /// Records the bio's in-flight read side, ended when the bio completes
+    /// ([`Self::take_inflight`] in `end_io`). Returns a token the caller must
+    /// end itself (there was no per-bio data, or the bio held one already).
+    pub(crate) fn track(&mut self, token: IoToken) -> Option<IoToken> {
+        store_token(self.per_bio_data(), token)
+    }
+
+    /// The in-flight read side recorded by [`Self::track`], once.
+    pub(crate) fn take_inflight(&mut self) -> Option<IoToken> {
+        let ctx = self.per_bio_data()?;
+        let scp = core::mem::take(&mut ctx.inflight);
+        // SAFETY: a non-null `inflight` was stored from a token by `track`
+        // and is cleared here, so it is ended once.
+        NonNull::new(scp).map(|p| unsafe { IoToken::from_raw(p) })
+    }
+
     /// Keeps the bio past the map call; the map call must then return
     /// `MapResult::Submitted`.
     pub(crate) fn defer(self) -> OwnedBio {
-        let mut bio = OwnedBio {
+        OwnedBio {
             raw: self.raw,
             per_bio: self.per_bio,
-        };
-        if let Some(ctx) = bio.per_bio() {
-            // dm does not initialise per-bio data.
-            ctx.state = HookState::None;
         }
-        bio
     }
 }
 
@@ -300,15 +360,14 @@ impl OwnedBio {
     }
 
     fn per_bio(&mut self) -> Option<&mut PerBio> {
-        if !self.per_bio {
-            return None;
-        }
-        // SAFETY: dm keeps a `PerBio` in front of the bio (`per_bio`), which
-        // we own, so the borrow of `self` covers the data too.
-        let p = unsafe { dm::dm_per_bio_data(self.raw.as_ptr(), size_of::<PerBio>()) };
-        // SAFETY: as above; `p` is aligned for the largest member type (dm
-        // aligns per-bio data like the bio itself).
-        NonNull::new(p.cast::<PerBio>()).map(|mut p| unsafe { p.as_mut() })
+        // SAFETY: we own the bio, so the borrow of `self` covers its per-bio
+        // data, which dm keeps in front of it if `per_bio` is set.
+        unsafe { per_bio_of(self.raw, self.per_bio) }
+    }
+
+    /// As [`Bio::track`], for a bio a worker remaps.
+    pub(crate) fn track(&mut self, token: IoToken) -> Option<IoToken> {
+        store_token(self.per_bio(), token)
     }
 
     /// Records the provision and the owner in the per-bio data; `None` if

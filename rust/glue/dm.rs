@@ -451,6 +451,11 @@ pub(crate) trait TargetOps: Sized + Send + Sync + 'static {
     /// Routes one bio; must not sleep. A target that keeps the bio
     /// ([`Bio::defer`]) returns [`MapResult::Submitted`].
     fn map(&self, bio: Bio<'_>) -> MapResult;
+    /// Whether dm calls [`Self::end_io`] when a mapped bio completes.
+    const HAS_END_IO: bool = false;
+    /// A bio this target mapped completed (any context but NMI: no
+    /// sleeping); its status is left as it is.
+    fn end_io(&self, _bio: &mut Bio<'_>) {}
     /// Writes the status or table line; `noflush` is set for
     /// `dmsetup status --noflush`.
     fn status(&self, kind: StatusKind, noflush: bool, out: &mut StatusBuf<'_>) -> fmt::Result;
@@ -540,6 +545,9 @@ impl<T: TargetOps> TargetType<T> {
         tt.ctr = Some(ctr_trampoline::<T>);
         tt.dtr = Some(dtr_trampoline::<T>);
         tt.map = Some(map_trampoline::<T>);
+        if T::HAS_END_IO {
+            tt.end_io = Some(end_io_trampoline::<T>);
+        }
         tt.status = Some(status_trampoline::<T>);
         tt.iterate_devices = Some(iterate_devices_trampoline::<T>);
         tt.io_hints = Some(io_hints_trampoline::<T>);
@@ -665,7 +673,8 @@ unsafe extern "C" fn map_trampoline<T: TargetOps>(
     bio: *mut bindings::bio,
 ) -> c_int {
     let Some(raw) = NonNull::new(bio) else {
-        return EIO.to_errno();
+        // A negative errno from map is a BUG() in dm: kill instead.
+        return MapResult::Kill.to_c();
     };
     // SAFETY: map only runs between ctr and dtr; dm lends us the bio
     // exclusively until we return.
@@ -675,6 +684,28 @@ unsafe extern "C" fn map_trampoline<T: TargetOps>(
         (private::<T>(ti), Bio::from_raw(raw, per_bio))
     };
     target.map(bio).to_c()
+}
+
+/// dm's `end_io` callback for `T` (set only if `T::HAS_END_IO`).
+///
+/// # Safety
+/// Called by dm only, between `ctr` and `dtr`, for a bio the target mapped,
+/// which is ours again until we return.
+unsafe extern "C" fn end_io_trampoline<T: TargetOps>(
+    ti: *mut dm::dm_target,
+    bio: *mut bindings::bio,
+    _error: *mut bindings::blk_status_t,
+) -> c_int {
+    if let Some(raw) = NonNull::new(bio) {
+        // SAFETY: as in `map_trampoline`: dm lends us the completed clone,
+        // with the same per-bio data, for the call.
+        let (target, mut bio) = unsafe {
+            let per_bio = (*ti).per_io_data_size as usize >= size_of::<PerBio>();
+            (private::<T>(ti), Bio::from_raw(raw, per_bio))
+        };
+        target.end_io(&mut bio);
+    }
+    dm::DM_ENDIO_DONE as c_int
 }
 
 /// dm's `status` callback for `T`.

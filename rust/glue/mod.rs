@@ -8,6 +8,7 @@ pub(crate) mod bio;
 pub(crate) mod bufio;
 pub(crate) mod deferred;
 pub(crate) mod dm;
+pub(crate) mod inflight;
 pub(crate) mod kcopyd;
 pub(crate) mod params;
 pub(crate) mod registry;

@@ -75,3 +75,24 @@ void rthin_memalloc_noio_restore(unsigned int flags)
 {
 	memalloc_noio_restore(flags);
 }
+
+/*
+ * The pool's in-flight I/O tracker (rust/glue/inflight.rs): SRCU-fast with
+ * up/down readers, so a bio's read side opens in the map call and closes in
+ * its end_io (another context, possibly an interrupt) without a memory
+ * barrier on either side. init is a macro under lockdep.
+ */
+int rthin_srcu_init(struct srcu_struct *ssp)
+{
+	return init_srcu_struct_fast_updown(ssp);
+}
+
+struct srcu_ctr __percpu *rthin_srcu_down_read(struct srcu_struct *ssp)
+{
+	return srcu_down_read_fast(ssp);
+}
+
+void rthin_srcu_up_read(struct srcu_struct *ssp, struct srcu_ctr __percpu *scp)
+{
+	srcu_up_read_fast(ssp, scp);
+}

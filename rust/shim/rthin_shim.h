@@ -12,6 +12,7 @@
 #include <linux/blkdev.h>
 #include <linux/device-mapper.h>
 #include <linux/sched/mm.h>
+#include <linux/srcu.h>
 #include <linux/workqueue.h>
 
 void rthin_bio_set_dev(struct bio *bio, struct block_device *bdev);
@@ -25,5 +26,8 @@ void rthin_init_delayed_work(struct delayed_work *work, work_func_t func);
 struct workqueue_struct *rthin_alloc_io_workqueue(const char *name);
 unsigned int rthin_memalloc_noio_save(void);
 void rthin_memalloc_noio_restore(unsigned int flags);
+int rthin_srcu_init(struct srcu_struct *ssp);
+struct srcu_ctr __percpu *rthin_srcu_down_read(struct srcu_struct *ssp);
+void rthin_srcu_up_read(struct srcu_struct *ssp, struct srcu_ctr __percpu *scp);
 
 #endif
