@@ -31,6 +31,7 @@ use kernel::{
 };
 
 use crate::{
+    block_geometry::BlockGeometry,
     block_store::BlockStore,
     checksum::BlockKind,
     core_error::CoreError,
@@ -53,6 +54,7 @@ use crate::{
             features, Args, BdevHandle, CtrError, DmDev, MapResult, MdKey, QueueLimits, StatusKind,
             TableMd, TableRef, TargetCtx, TargetOps,
         },
+        inflight::{GpCookie, GpDone, GpWaiter, IoTracker},
         kcopyd::Kcopyd,
         registry,
         ticker::{Tick, Ticker},
@@ -116,10 +118,20 @@ pub(crate) mod selftest {
 }
 
 /// What the map path reads of a pool without taking its lock.
+///
+/// **Change generations.** Every metadata change is made under the pool lock
+/// and bumps `changes`; a commit notes the generation it covers before it
+/// starts writing and publishes it in `committed` only once its superblock
+/// is on stable storage. A bio that asks for durability may complete once
+/// `committed` has reached the generation of the last change it depends on
+/// (its thin's, see `ThinIo::changed`); a commit in progress never counts,
+/// and a failed one never advances `committed`.
 #[derive(Default)]
 pub(crate) struct PoolFlags {
-    /// Metadata changed since the last commit (flushes must commit).
-    dirty: AtomicBool,
+    /// Metadata changes made (the change generation).
+    changes: AtomicU64,
+    /// The change generation that the last successful commit covers.
+    committed: AtomicU64,
     /// The pool is in FAIL mode: every bio errors at once.
     fails_io: AtomicBool,
     /// Metadata commits done.
@@ -130,12 +142,30 @@ impl PoolFlags {
     /// The pool's debugfs file text.
     fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "commits {}", self.commits.load(Ordering::Relaxed))?;
-        writeln!(f, "dirty {}", u8::from(self.dirty()))
+        writeln!(f, "dirty {}", u8::from(self.dirty()))?;
+        writeln!(f, "changes {}", self.changes.load(Ordering::Relaxed))?;
+        writeln!(f, "committed {}", self.committed())
     }
 
-    /// Metadata changed since the last commit.
+    /// Metadata changed since the last commit that reached stable storage.
     pub(crate) fn dirty(&self) -> bool {
-        self.dirty.load(Ordering::Acquire)
+        self.changes.load(Ordering::Acquire) > self.committed()
+    }
+
+    /// The change generation on stable storage.
+    pub(crate) fn committed(&self) -> u64 {
+        self.committed.load(Ordering::Acquire)
+    }
+
+    /// The current change generation.
+    pub(crate) fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
+
+    /// Records a metadata change (caller holds the pool lock); returns its
+    /// generation.
+    fn change(&self) -> u64 {
+        self.changes.fetch_add(1, Ordering::AcqRel) + 1
     }
 
     /// Every bio must fail.
@@ -162,6 +192,12 @@ pub(crate) struct PoolObj {
     /// Periodic commit and no-space deadline.
     #[pin]
     waker: Ticker<PoolObj>,
+    /// Which bios could still touch a data block ([`IoTracker`]).
+    pub(crate) tracker: Arc<IoTracker>,
+    /// Calls [`GpDone::gp_done`] after a grace period of `tracker`: discards
+    /// waiting to pass down, bios waiting to reuse freed blocks.
+    #[pin]
+    gp_waiter: GpWaiter<PoolObj>,
     /// `/sys/kernel/debug/rthin-<pool>/`: the pool's and its thins' counters.
     debugfs: Dir,
     _pool_file: Option<Pin<KBox<DebugFile<Arc<PoolFlags>>>>>,
@@ -209,6 +245,7 @@ impl PinnedDrop for PoolObj {
     fn drop(self: Pin<&mut Self>) {
         // Before the queue and the state go.
         self.waker.stop();
+        self.gp_waiter.stop(&self.tracker);
     }
 }
 
@@ -219,6 +256,26 @@ impl Tick for PoolObj {
             let _ = st.commit();
         }
         self.lock().check_no_space_deadline();
+    }
+}
+
+impl GpDone for PoolObj {
+    fn gp_done(&self) {
+        let (ready, rearm) = {
+            let mut st = self.lock();
+            let ready = st.take_passdowns_past_grace_period();
+            let reuse = st.wake_reuse_waiters();
+            (
+                ready,
+                !st.awaiting_gp.is_empty() || reuse == Reuse::AfterGracePeriod,
+            )
+        };
+        if rearm {
+            self.gp_waiter.arm(&self.tracker);
+        }
+        for p in ready {
+            self.pass_down(p);
+        }
     }
 }
 
@@ -244,7 +301,7 @@ impl PoolObj {
             e.users += 1;
             return Ok(hold(&e.counters));
         }
-        let counters = Arc::new(ThinCounters::default(), GFP_KERNEL)?;
+        let counters = Arc::new(ThinCounters::new()?, GFP_KERNEL)?;
         let show = &|c: &Arc<ThinCounters>, f: &mut fmt::Formatter<'_>| c.write(f);
         let file = KBox::pin_init(
             self.debugfs
@@ -301,6 +358,30 @@ impl PoolObj {
         st
     }
 
+    /// Has [`GpDone::gp_done`] run after a grace period that starts now.
+    pub(crate) fn wake_after_grace_period(&self) {
+        self.gp_waiter.arm(&self.tracker);
+    }
+
+    /// Passes a discard's freed blocks down to the data device (every bio
+    /// that could have used them has completed), then completes the discard.
+    /// The blocks may be reused once no passdown older than the commit that
+    /// freed them is left ([`PoolState::reuse_state`]).
+    fn pass_down(&self, p: Passdown) {
+        let mut failed = p.failed;
+        for (start, count) in p.geometry.sector_runs(&p.blocks) {
+            failed |= p.pool_bdev.discard(start, count).is_err();
+        }
+        {
+            let mut st = self.lock();
+            if let Some(i) = st.passdowns_open.iter().position(|&s| s == p.seq) {
+                let _ = st.passdowns_open.remove(i);
+            }
+            st.wake_reuse_waiters();
+        }
+        p.bio.complete(failed.then_some(IoError::Io));
+    }
+
     /// Ends a provision begun with `PoolState::open_cell` and released with
     /// `PoolState::close_cell`: wakes committers when none is left.
     pub(crate) fn provision_done(&self, st: MutexGuard<'_, PoolState>) {
@@ -340,6 +421,38 @@ pub(crate) enum AllocFailure {
     CommitFirst,
     /// The bio's fate: queue (out of data space) or an error.
     Refused(BioAction),
+}
+
+/// A discard whose freed blocks wait for the bios that may still use them
+/// before they are passed down to the data device.
+pub(crate) struct Passdown {
+    /// Its place in the order discards started passing down.
+    seq: u64,
+    /// Every bio that could have used the blocks has completed once this
+    /// grace period has ended.
+    cookie: GpCookie,
+    /// The discard, completed once its blocks are passed down.
+    bio: OwnedBio,
+    /// The freed data blocks.
+    blocks: KVec<u64>,
+    pool_bdev: BdevHandle,
+    geometry: BlockGeometry,
+    /// An aborted transaction undid the unmapping: nothing to pass down,
+    /// and the discard fails.
+    failed: bool,
+}
+
+/// Whether freed data blocks may be handed out again
+/// ([`PoolState::reuse_state`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reuse {
+    /// Yes.
+    Ready,
+    /// Not before a grace period: bios sent to a freed block before it was
+    /// freed may still be in flight.
+    AfterGracePeriod,
+    /// Not before older discards have passed their blocks down.
+    AfterPassdowns,
 }
 
 /// Bios waiting for a provision of their virtual block to finish (dm-thin's
@@ -394,6 +507,29 @@ pub(crate) struct PoolState {
     cells: KVec<Cell>,
     /// Some thin holds bios that found the cell table full.
     waiting_for_cells: bool,
+    /// Some thin holds bios that wait until freed blocks may be reused.
+    waiting_for_reuse: bool,
+    /// The pool's in-flight tracker (shared with [`PoolObj`]).
+    tracker: Arc<IoTracker>,
+    /// A data block lost its last reference in this transaction.
+    freed_since_commit: bool,
+    /// Blocks freed before the last commit may be reused once this grace
+    /// period ends (`None`: it has).
+    reuse_cookie: Option<GpCookie>,
+    /// ... and once every passdown up to this one has finished.
+    reuse_after_passdown: u64,
+    /// The last passdown started.
+    passdown_seq: u64,
+    /// Passdowns not finished yet, oldest first.
+    passdowns_open: KVec<u64>,
+    /// Passdowns waiting for their grace period.
+    awaiting_gp: KVec<Passdown>,
+    /// Thin devices whose last target went with changes no commit covered
+    /// yet: (device id, change generation, `u64::MAX` if lost).
+    closed_changes: KVec<(u32, u64)>,
+    /// A `closed_changes` entry could not be recorded: new targets depend
+    /// on every change made so far.
+    closed_changes_unknown: bool,
     /// Provisions between allocating their block and mapping it.
     inflight: usize,
     /// Committers waiting for `inflight` to reach zero.
@@ -588,6 +724,26 @@ impl PoolState {
         let abort_ok = self.md.abort().is_ok();
         self.epoch = self.epoch.wrapping_add(1);
         self.forget_mappings(None);
+        // The changes since the last commit are gone: a durable bio of a thin
+        // that had some must fail from now on (dm-thin's
+        // aborted_with_changes), and the metadata is the committed one again.
+        let committed = self.flags.committed();
+        for t in self.thins.iter() {
+            t.changes_lost_after(committed);
+        }
+        for c in self.closed_changes.iter_mut().filter(|c| c.1 > committed) {
+            c.1 = u64::MAX;
+        }
+        self.flags
+            .committed
+            .store(self.flags.changes(), Ordering::Release);
+        self.freed_since_commit = false;
+        // The unmappings of the discards waiting to pass down are undone:
+        // their blocks are mapped again and must not be discarded.
+        for p in self.awaiting_gp.iter_mut() {
+            p.blocks.clear();
+            p.failed = true;
+        }
         if !abort_ok {
             pr_err!("{}: failed to abort metadata transaction\n", self.name());
         }
@@ -612,8 +768,10 @@ impl PoolState {
         if !self.mode.mode().may_commit() {
             return Err(EINVAL);
         }
-        // Cleared first: a change racing with the commit sets it again.
-        self.flags.dirty.store(false, Ordering::Release);
+        // Changes are made under the pool lock, which the commit holds: this
+        // is every change the commit writes. It is published only once the
+        // superblock is on stable storage.
+        let covers = self.flags.changes();
         // dm-thin's metadata_pre_commit_callback: the blocks that new
         // mappings point at (zeroed, copied or written) must be on stable
         // storage before the mappings are, or a power cut right after the
@@ -626,7 +784,26 @@ impl PoolState {
             self.metadata_operation_failed("dm_pool_commit_metadata", e);
             return Err(e.errno());
         }
+        self.flags.committed.store(covers, Ordering::Release);
         self.flags.commits.fetch_add(1, Ordering::Relaxed);
+        // Covered now, but for changes lost before.
+        let mut i = 0;
+        while let Some(&(_, gen)) = self.closed_changes.get(i) {
+            if gen == u64::MAX {
+                i += 1;
+            } else {
+                let _ = self.closed_changes.remove(i);
+            }
+        }
+        self.closed_changes_unknown = false;
+        if self.freed_since_commit {
+            // Blocks freed in this transaction are allocatable from now on:
+            // not before the bios that may still use them have completed,
+            // nor before older discards have passed them down.
+            self.freed_since_commit = false;
+            self.reuse_cookie = Some(self.tracker.start_poll());
+            self.reuse_after_passdown = self.passdown_seq;
+        }
         let free_meta = self.metadata_free_after_reserve();
         let free_data = self.md.data_usage().free;
         let needs_check = self.md.needs_check();
@@ -643,10 +820,119 @@ impl PoolState {
         Ok(())
     }
 
+    /// Whether blocks freed before the last commit may be handed out yet.
+    pub(crate) fn reuse_state(&mut self) -> Reuse {
+        if let Some(cookie) = self.reuse_cookie {
+            if !self.tracker.poll(cookie) {
+                return Reuse::AfterGracePeriod;
+            }
+            self.reuse_cookie = None;
+        }
+        match self.passdowns_open.first() {
+            Some(&seq) if seq <= self.reuse_after_passdown => Reuse::AfterPassdowns,
+            _ => Reuse::Ready,
+        }
+    }
+
+    /// Notes that a thin holds bios until freed blocks may be reused.
+    pub(crate) fn wait_for_reuse(&mut self) {
+        self.waiting_for_reuse = true;
+    }
+
+    /// Hands the bios waiting to reuse freed blocks back to their workers if
+    /// they may now; returns what they still wait for.
+    fn wake_reuse_waiters(&mut self) -> Reuse {
+        let state = self.reuse_state();
+        if self.waiting_for_reuse && state == Reuse::Ready {
+            self.waiting_for_reuse = false;
+            for t in self.thins.iter() {
+                t.requeue_waiters();
+            }
+        }
+        if self.waiting_for_reuse {
+            state
+        } else {
+            Reuse::Ready
+        }
+    }
+
+    /// Queues `bio`, a discard whose unmapping freed `blocks`, to pass them
+    /// down once every bio that may still use them has completed (the
+    /// caller then arms the pool's grace-period waiter). Hands the bio back
+    /// if there is no memory to queue it (it then completes without passing
+    /// down, which only costs the data device a hint).
+    pub(crate) fn queue_passdown(
+        &mut self,
+        bio: OwnedBio,
+        blocks: KVec<u64>,
+        pool_bdev: BdevHandle,
+        geometry: BlockGeometry,
+    ) -> Result<(), OwnedBio> {
+        if self.awaiting_gp.reserve(1, GFP_KERNEL).is_err()
+            || self.passdowns_open.reserve(1, GFP_KERNEL).is_err()
+        {
+            return Err(bio);
+        }
+        self.passdown_seq += 1;
+        let seq = self.passdown_seq;
+        let p = Passdown {
+            seq,
+            cookie: self.tracker.start_poll(),
+            bio,
+            blocks,
+            pool_bdev,
+            geometry,
+            failed: false,
+        };
+        // Cannot fail: reserved above.
+        let _ = self.passdowns_open.push_within_capacity(seq);
+        let _ = self.awaiting_gp.push_within_capacity(p);
+        Ok(())
+    }
+
+    /// The queued passdowns whose grace period has ended, oldest first.
+    fn take_passdowns_past_grace_period(&mut self) -> KVec<Passdown> {
+        let mut ready = KVec::new();
+        let mut i = 0;
+        while let Some(p) = self.awaiting_gp.get(i) {
+            if !self.tracker.poll(p.cookie) || ready.reserve(1, GFP_KERNEL).is_err() {
+                i += 1;
+                continue;
+            }
+            if let Ok(p) = self.awaiting_gp.remove(i) {
+                let _ = ready.push_within_capacity(p);
+            }
+        }
+        ready
+    }
+
     /// Registers a constructed thin target's I/O state.
     pub(crate) fn open_thin(&mut self, io: Arc<ThinIo>) -> Result<(), Error> {
         self.thins.push(io, GFP_KERNEL)?;
         Ok(())
+    }
+
+    /// The change generation a new target of thin device `dev_id` starts
+    /// with: its device may have changes from a target it replaces (a
+    /// reload) or from one already gone that no commit covers yet, or
+    /// changes lost to an aborted transaction (`u64::MAX`).
+    pub(crate) fn thin_changed_floor(&self, dev_id: u32) -> u64 {
+        let base = if self.closed_changes_unknown {
+            self.flags.changes()
+        } else {
+            self.flags.committed()
+        };
+        let live = self
+            .thins
+            .iter()
+            .filter(|t| t.dev_id == dev_id)
+            .map(|t| t.changed_gen());
+        let closed = self
+            .closed_changes
+            .iter()
+            .filter(|c| c.0 == dev_id)
+            .map(|c| c.1);
+        Iterator::chain(live, closed).fold(base, u64::max)
     }
 
     /// Forgets a thin target's I/O state.
@@ -657,6 +943,22 @@ impl PoolState {
             .position(|t| core::ptr::eq::<ThinIo>(&**t, io))
         {
             let _ = self.thins.remove(i);
+        }
+        // A later target of the device depends on its uncommitted changes.
+        let gen = io.changed_gen();
+        if gen > self.flags.committed() {
+            match self.closed_changes.iter_mut().find(|c| c.0 == io.dev_id) {
+                Some(c) => c.1 = c.1.max(gen),
+                None => {
+                    if self
+                        .closed_changes
+                        .push((io.dev_id, gen), GFP_KERNEL)
+                        .is_err()
+                    {
+                        self.closed_changes_unknown = true;
+                    }
+                }
+            }
         }
     }
 
@@ -731,7 +1033,7 @@ impl PoolState {
         if self.waiting_for_cells {
             self.waiting_for_cells = false;
             for t in self.thins.iter() {
-                t.requeue_cell_waiters();
+                t.requeue_waiters();
             }
         }
         parked
@@ -761,7 +1063,7 @@ impl PoolState {
         }
         match self.md.alloc_data_block() {
             Ok(b) => {
-                self.flags.dirty.store(true, Ordering::Release);
+                self.flags.change();
                 // As dm-thin: commit before the metadata reserve is used
                 // up. The reserve is what the mapping insert and the commit
                 // itself need; without this, provisions between two
@@ -801,11 +1103,20 @@ impl PoolState {
         }
     }
 
-    /// Maps `vblock` of `dev` to a block filled by a provision.
-    pub(crate) fn insert_mapping(&mut self, dev: u32, vblock: u64, b: u64) -> Result<(), IoError> {
-        match self.md.insert_mapping(dev.into(), vblock, b) {
+    /// Maps `vblock` of `thin` to a block filled by a provision; `replaces`
+    /// if the mapping replaces a shared block (which may lose its last
+    /// reference meanwhile, if the other sharers went).
+    pub(crate) fn insert_mapping(
+        &mut self,
+        thin: &ThinIo,
+        vblock: u64,
+        b: u64,
+        replaces: bool,
+    ) -> Result<(), IoError> {
+        match self.md.insert_mapping(thin.dev_id.into(), vblock, b) {
             Ok(()) => {
-                self.flags.dirty.store(true, Ordering::Release);
+                thin.note_change(self.flags.change());
+                self.freed_since_commit |= replaces;
                 self.check_metadata_low_water();
                 Ok(())
             }
@@ -847,9 +1158,10 @@ impl PoolState {
                 self.metadata_operation_failed("dm_thin_remove_range", e);
                 return Err(e);
             }
-            self.flags.dirty.store(true, Ordering::Release);
+            thin.note_change(self.flags.change());
             n += 1;
             if self.md.data_block_count(m.data_block) == Ok(0) {
+                self.freed_since_commit = true;
                 freed(m.data_block);
             }
         }
@@ -922,6 +1234,19 @@ impl PoolState {
         };
         match result {
             Ok(()) => {
+                self.flags.change();
+                match *msg {
+                    // Its blocks lose a reference; some may be free now.
+                    PoolMessage::Delete { .. } => self.freed_since_commit = true,
+                    // The origin's details changed: its next flush commits.
+                    PoolMessage::CreateSnap { origin_id, .. } => {
+                        let gen = self.flags.changes();
+                        for t in self.thins.iter().filter(|t| t.dev_id == origin_id) {
+                            t.note_change(gen);
+                        }
+                    }
+                    _ => {}
+                }
                 self.check_metadata_low_water();
                 // dm-thin ignores the commit's result here.
                 let _ = self.commit();
@@ -1054,6 +1379,7 @@ fn find_or_create(
     pools.reserve(1, GFP_KERNEL).map_err(|_| alloc)?;
     let metadata_md = open_metadata(metadata, block_size, features.read_only)?;
     let flags = Arc::new(PoolFlags::default(), GFP_KERNEL).map_err(|_| alloc)?;
+    let tracker = Arc::pin_init(IoTracker::new(), GFP_KERNEL).map_err(|_| alloc)?;
     let debugfs = match CString::try_from_fmt(fmt!("rthin-{}", md.name())) {
         Ok(name) => Dir::new(&name),
         Err(_) => Dir::new(c"rthin"),
@@ -1073,6 +1399,16 @@ fn find_or_create(
         thins: KVec::new(),
         cells: KVec::with_capacity(CELL_CAPACITY, GFP_KERNEL).map_err(|_| alloc)?,
         waiting_for_cells: false,
+        waiting_for_reuse: false,
+        tracker: tracker.clone(),
+        freed_since_commit: false,
+        reuse_cookie: None,
+        reuse_after_passdown: 0,
+        passdown_seq: 0,
+        passdowns_open: KVec::new(),
+        awaiting_gp: KVec::new(),
+        closed_changes: KVec::new(),
+        closed_changes_unknown: false,
         inflight: 0,
         committers: 0,
         epoch: 0,
@@ -1097,6 +1433,8 @@ fn find_or_create(
             kcopyd,
             flags,
             waker <- Ticker::new(WAKER_PERIOD_MS),
+            tracker,
+            gp_waiter <- GpWaiter::new(),
             debugfs,
             _pool_file: pool_file,
             thin_files <- new_mutex!(KVec::new()),
@@ -1105,6 +1443,7 @@ fn find_or_create(
     )
     .map_err(|_| alloc)?;
     pool.waker.start(&pool, &pool.wq);
+    pool.gp_waiter.start(&pool, &pool.wq);
     let entry = PoolEntry {
         md: key,
         metadata_dev: meta_dev,

@@ -87,7 +87,7 @@ impl TargetOps for Thin {
         };
         let counters = match &counters_hold {
             Some(hold) => hold.counters.clone(),
-            None => Arc::new(ThinCounters::default(), GFP_KERNEL).map_err(|_| oom)?,
+            None => Arc::new(ThinCounters::new().map_err(|_| oom)?, GFP_KERNEL).map_err(|_| oom)?,
         };
         let io = {
             let mut st = pool.lock();
@@ -120,6 +120,7 @@ impl TargetOps for Thin {
                 nr_vblocks: geometry.block_of(ti.len()).saturating_add(1),
                 origin: origin.as_ref().and_then(DmDev::handle),
                 counters,
+                changed: st.thin_changed_floor(parsed.dev_id),
             };
             let io = ThinIo::new(pool.clone(), cfg).map_err(|_| oom)?;
             st.open_thin(io.clone()).map_err(|_| oom)?;
@@ -143,6 +144,12 @@ impl TargetOps for Thin {
 
     fn map(&self, bio: Bio<'_>) -> MapResult {
         self.io.map(bio)
+    }
+
+    const HAS_END_IO: bool = true;
+
+    fn end_io(&self, bio: &mut Bio<'_>) {
+        self.io.end_io(bio);
     }
 
     fn status(&self, kind: StatusKind, _noflush: bool, out: &mut StatusBuf<'_>) -> fmt::Result {

@@ -3,11 +3,12 @@
 //!
 //! **Map call (fast path).** A read, or a write to an unshared block, whose
 //! mapping is in the thin's mapping cache is remapped right in the map call:
-//! one `rcu_read_lock`, one atomic load, no pool lock, no sleeping, no worker
-//! hop. Shared blocks are remapped there too for reads. Everything else —
-//! cache misses, unprovisioned or shared blocks written, discards, flushes
-//! while metadata is dirty, writes with PREFLUSH/FUA while metadata is dirty
-//! — goes to the per-CPU deferred list of the CPU it arrived on.
+//! an in-flight read side of the pool's tracker, one `rcu_read_lock`, one
+//! atomic load, no pool lock, no sleeping, no worker hop. Shared blocks are
+//! remapped there too for reads. Everything else — cache misses,
+//! unprovisioned or shared blocks written, discards, flushes and
+//! PREFLUSH/FUA writes while a change of this thin is not yet on stable
+//! storage — goes to the per-CPU deferred list of the CPU it arrived on.
 //!
 //! **Workers.** A worker looks the block up in the metadata B-tree under the
 //! pool lock (it may sleep on dm-bufio), lets the pool's mode state machine
@@ -24,10 +25,19 @@
 //! (`PoolObj::lock_settled`), so a commit never records a block allocated but
 //! not yet mapped.
 //!
+//! **Durability and freed blocks.** Every bio remapped to a data block holds
+//! a read side of the pool's in-flight tracker from before its lookup until
+//! it completes (`end_io`), so a freed block is passed down and reused only
+//! after the bios that could use it have completed; a durable bio completes
+//! only once a commit that covers this thin's changes is on stable storage.
+//! `Documentation/io-path.md` ("The rules that keep data safe") has the whole
+//! argument.
+//!
 //! **Invalidation.** Only workers and message handlers holding the pool lock
-//! write the cache. A snapshot of the device, a discard or a metadata abort
-//! drops the affected entries and then waits for an RCU grace period, after
-//! which no map call can still be using a dropped entry.
+//! write the cache. A snapshot of the device or a metadata abort drops the
+//! affected entries and then waits for an RCU grace period, after which no
+//! map call can still be using a dropped entry; a discard drops its entries
+//! and relies on the in-flight tracker instead.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::{
@@ -38,6 +48,7 @@ use kernel::{
 
 use crate::{
     block_geometry::BlockGeometry,
+    cpu_counter::CpuCounter,
     dm_pool_mode::{
         BioAction, BioDir, DiscardAction, IoError, Lookup, PreparedMappingAction, WorkItem,
     },
@@ -48,7 +59,7 @@ use crate::{
         kcopyd::CopyFailed,
     },
     mapping_cache::{slots_for, CachedMapping, MappingCache},
-    pool::{AllocFailure, PoolState, SharedPool},
+    pool::{AllocFailure, PoolState, Reuse, SharedPool},
 };
 
 /// How a partial write's new block gets its data ([`ThinIo::fill_plan`]).
@@ -70,13 +81,13 @@ enum FillPlan {
 }
 
 /// Counters of one thin target, shown in debugfs
-/// (`/sys/kernel/debug/rthin-<pool>/<thin>`).
-#[derive(Default)]
+/// (`/sys/kernel/debug/rthin-<pool>/<thin>`). The two the map call bumps
+/// are spread over the CPUs.
 pub(crate) struct ThinCounters {
     /// Bios remapped in the map call.
-    pub(crate) fast_remaps: AtomicU64,
+    pub(crate) fast_remaps: CpuCounter,
     /// Bios deferred to a worker.
-    pub(crate) deferred: AtomicU64,
+    pub(crate) deferred: CpuCounter,
     /// Blocks provisioned (zeroed or written whole).
     pub(crate) provisioned: AtomicU64,
     /// Shared blocks replaced by a private copy before a write.
@@ -84,11 +95,21 @@ pub(crate) struct ThinCounters {
 }
 
 impl ThinCounters {
+    /// All zero.
+    pub(crate) fn new() -> Result<Self> {
+        Ok(Self {
+            fast_remaps: CpuCounter::new()?,
+            deferred: CpuCounter::new()?,
+            provisioned: AtomicU64::new(0),
+            sharing_broken: AtomicU64::new(0),
+        })
+    }
+
     /// The debugfs file's text, one `name value` pair per line.
     pub(crate) fn write(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        writeln!(f, "fast_remaps {}", get(&self.fast_remaps))?;
-        writeln!(f, "deferred {}", get(&self.deferred))?;
+        writeln!(f, "fast_remaps {}", self.fast_remaps.sum())?;
+        writeln!(f, "deferred {}", self.deferred.sum())?;
         writeln!(f, "provisioned {}", get(&self.provisioned))?;
         writeln!(f, "sharing_broken {}", get(&self.sharing_broken))
     }
@@ -117,9 +138,14 @@ pub(crate) struct ThinIo {
     /// whether a noflush suspend is under way (then dm takes them back).
     #[pin]
     held: SpinLock<(BioList, bool)>,
-    /// Bios that found the pool's cell table full.
+    /// Bios that wait for the pool: for a free cell, or until freed data
+    /// blocks may be reused (`PoolState::reuse_state`).
     #[pin]
-    cell_waiters: SpinLock<BioList>,
+    waiters: SpinLock<BioList>,
+    /// The pool's change generation of this device's last metadata change
+    /// (`u64::MAX` once changes were lost to an aborted transaction): a
+    /// durable bio completes only once a commit covers it.
+    changed: AtomicU64,
     pub(crate) counters: Arc<ThinCounters>,
 }
 
@@ -147,6 +173,9 @@ pub(crate) struct ThinIoConfig {
     pub(crate) origin: Option<BdevHandle>,
     /// The device's counters (shared with other targets of the device).
     pub(crate) counters: Arc<ThinCounters>,
+    /// The change generation its durable bios depend on at first
+    /// (`PoolState::thin_changed_floor`).
+    pub(crate) changed: u64,
 }
 
 impl ThinIo {
@@ -174,7 +203,8 @@ impl ThinIo {
                 queues,
                 completed,
                 held <- new_spinlock!((BioList::new(), false), "rthin_held"),
-                cell_waiters <- new_spinlock!(BioList::new(), "rthin_cell_waiters"),
+                waiters <- new_spinlock!(BioList::new(), "rthin_waiters"),
+                changed: AtomicU64::new(cfg.changed),
                 counters: cfg.counters,
             }),
             GFP_KERNEL,
@@ -231,9 +261,55 @@ impl ThinIo {
         core::mem::take(&mut self.held.lock().0)
     }
 
-    /// Hands the bios that waited for a free cell back to the workers.
-    pub(crate) fn requeue_cell_waiters(&self) {
-        self.requeue(core::mem::take(&mut *self.cell_waiters.lock()));
+    /// Hands the bios that waited for the pool back to the workers.
+    pub(crate) fn requeue_waiters(&self) {
+        self.requeue(core::mem::take(&mut *self.waiters.lock()));
+    }
+
+    /// Records a change of this device's metadata at generation `gen`.
+    pub(crate) fn note_change(&self, gen: u64) {
+        self.changed.fetch_max(gen, Ordering::AcqRel);
+    }
+
+    /// The metadata rolled back to the commit of generation `committed`: if
+    /// this device had changes after it, they are lost, and its durable bios
+    /// fail from now on.
+    pub(crate) fn changes_lost_after(&self, committed: u64) {
+        if self.changed.load(Ordering::Acquire) > committed {
+            self.changed.store(u64::MAX, Ordering::Release);
+        }
+    }
+
+    /// The change generation its durable bios depend on.
+    pub(crate) fn changed_gen(&self) -> u64 {
+        self.changed.load(Ordering::Acquire)
+    }
+
+    /// Changes of this device were lost to an aborted transaction.
+    pub(crate) fn changes_lost(&self) -> bool {
+        self.changed.load(Ordering::Acquire) == u64::MAX
+    }
+
+    /// Every change of this device is in a commit on stable storage.
+    fn changes_committed(&self) -> bool {
+        self.pool.flags.committed() >= self.changed.load(Ordering::Acquire)
+    }
+
+    /// The end of a bio this target mapped: ends its in-flight read side.
+    pub(crate) fn end_io(&self, bio: &mut Bio<'_>) {
+        if let Some(token) = bio.take_inflight() {
+            self.pool.tracker.exit(token);
+        }
+    }
+
+    /// Opens an in-flight read side for `bio`, before the mapping it will
+    /// use is looked up ([`IoTracker`]): held until the bio completes.
+    fn track(&self, bio: &mut OwnedBio) {
+        if let Some(token) = self.pool.tracker.enter() {
+            if let Some(extra) = bio.track(token) {
+                self.pool.tracker.exit(extra);
+            }
+        }
     }
 
     /// Hands the bios held for data space back to the workers.
@@ -276,46 +352,62 @@ impl ThinIo {
 
     /// The map call: remaps `bio` itself or defers it to a worker.
     pub(crate) fn map(&self, mut bio: Bio<'_>) -> MapResult {
+        bio.init_per_bio();
         if self.pool.flags.fails_io() {
             return MapResult::Kill;
         }
         match bio.kind() {
             BioKind::Read | BioKind::Write => {
-                if !(bio.wants_durability() && self.pool.flags.dirty()) && self.try_fast(&mut bio) {
-                    self.counters.fast_remaps.fetch_add(1, Ordering::Relaxed);
+                // A durable bio passes only if every change of this device
+                // is on stable storage (not merely being committed).
+                if (!bio.wants_durability() || self.changes_committed()) && self.try_fast(&mut bio)
+                {
+                    self.counters.fast_remaps.inc();
                     return MapResult::Remapped;
                 }
             }
-            BioKind::EmptyFlush if !self.pool.flags.dirty() => {
+            BioKind::EmptyFlush if self.changes_committed() => {
                 bio.set_bdev(self.pool_bdev);
                 return MapResult::Remapped;
             }
             BioKind::EmptyFlush | BioKind::Discard => {}
             BioKind::Other => return MapResult::Kill,
         }
-        self.counters.deferred.fetch_add(1, Ordering::Relaxed);
+        self.counters.deferred.inc();
         self.queues.push(&self.pool.wq, bio.defer());
         MapResult::Submitted
     }
 
     /// The lock-free lookup: remaps `bio` if its block is cached and the
-    /// cached answer allows this bio.
+    /// cached answer allows this bio. The bio's in-flight read side opens
+    /// before the lookup, so a block unmapped after it is not reused (nor
+    /// discarded) before the bio completes.
     fn try_fast(&self, bio: &mut Bio<'_>) -> bool {
         let sector = bio.sector();
         let vblock = self.geometry.block_of(sector);
         let write = bio.kind() == BioKind::Write;
+        let Some(token) = self.pool.tracker.enter() else {
+            return false;
+        };
         let guard = rcu::read_lock();
         let hit = self.cache().and_then(|c| c.get(vblock));
         drop(guard);
-        match hit {
-            Some(m) if !(write && m.shared) => match self.geometry.remap(m.data_block, sector) {
-                Some(to) => {
-                    bio.remap_bdev(self.pool_bdev, to);
-                    true
+        let to = match hit {
+            Some(m) if !(write && m.shared) => self.geometry.remap(m.data_block, sector),
+            _ => None,
+        };
+        match to {
+            Some(to) => {
+                bio.remap_bdev(self.pool_bdev, to);
+                if let Some(extra) = bio.track(token) {
+                    self.pool.tracker.exit(extra);
                 }
-                None => false,
-            },
-            _ => false,
+                true
+            }
+            None => {
+                self.pool.tracker.exit(token);
+                false
+            }
         }
     }
 
@@ -327,13 +419,23 @@ impl ThinIo {
         Ok(())
     }
 
-    /// Commits if `durable` (the bio carried PREFLUSH/FUA, or is a flush)
-    /// and the metadata is dirty.
+    /// For a `durable` bio (PREFLUSH/FUA, or a flush): makes sure every
+    /// change of this device is in a commit on stable storage, committing if
+    /// no commit covers it yet. Fails if the changes were lost to an aborted
+    /// transaction or the commit fails.
     fn commit_for(&self, durable: bool) -> Result<(), IoError> {
-        if !durable || !self.pool.flags.dirty() {
+        if !durable || self.changes_committed() {
             return Ok(());
         }
-        self.pool.lock_settled().commit().map_err(|_| IoError::Io)
+        let mut st = self.pool.lock_settled();
+        // A commit that ended while we waited for the lock may cover it.
+        if self.changes_committed() {
+            return Ok(());
+        }
+        if self.changes_lost() {
+            return Err(IoError::Io);
+        }
+        st.commit().map_err(|_| IoError::Io)
     }
 
     /// Commits as `durable` asks, then remaps and submits the bio.
@@ -408,6 +510,9 @@ impl ThinIo {
                         },
                     );
                 }
+                // Under the lock the lookup was made under: an unmapping of
+                // the block comes after, and waits for the bio.
+                self.track(&mut bio);
                 drop(st);
                 let durable = bio.view().wants_durability();
                 self.commit_and_submit(bio, durable, data_block);
@@ -451,8 +556,25 @@ impl ThinIo {
     ) {
         if !st.cell_available() {
             // Pushed under the pool lock: the next `close_cell` requeues it.
-            self.cell_waiters.lock().push(bio);
+            self.waiters.lock().push(bio);
             return;
+        }
+        match st.reuse_state() {
+            Reuse::Ready => {}
+            waiting => {
+                // The allocation may return a block freed before the last
+                // commit while a bio sent to it then is still in flight (or
+                // its discard not yet passed down): wait, without holding
+                // up this worker. Pushed under the pool lock, which the
+                // wakers take.
+                self.waiters.lock().push(bio);
+                st.wait_for_reuse();
+                drop(st);
+                if waiting == Reuse::AfterGracePeriod {
+                    self.pool.wake_after_grace_period();
+                }
+                return;
+            }
         }
         let data_block = match st.alloc_data_block(after_commit) {
             Ok(b) => b,
@@ -497,7 +619,7 @@ impl ThinIo {
         if whole {
             if let Err(e) = self.remap(&mut bio, data_block) {
                 // Not filled: this frees the block and fails, as intended.
-                let _ = self.end_provision(&provision, false);
+                let _ = self.end_provision(&provision, false, None);
                 bio.complete(Some(e));
                 return;
             }
@@ -618,10 +740,10 @@ impl ThinIo {
     /// A whole-block write of a provision completed: map the block, then let
     /// the bio complete.
     fn finish_overwrite(&self, mut bio: OwnedBio, provision: &Provision, written: bool) {
-        match self.end_provision(provision, written) {
+        match self.end_provision(provision, written, None) {
             Ok(()) => {
                 let durable = bio.view().wants_durability();
-                if durable && self.pool.flags.dirty() && bio.set_commit_then_finish() {
+                if durable && !self.changes_committed() && bio.set_commit_then_finish() {
                     self.queues.push(&self.pool.wq, bio);
                 } else {
                     bio.finish();
@@ -636,13 +758,16 @@ impl ThinIo {
     /// The new block of a partial write was zeroed or copied (`filled`):
     /// map it, then issue the bio into it.
     fn finish_fill(&self, mut bio: OwnedBio, provision: &Provision, filled: bool) {
-        if let Err(e) = self.end_provision(provision, filled) {
-            bio.complete(Some(e));
+        if bio.view().wants_durability() {
+            // The deferred lane finds the block mapped, commits and submits.
+            match self.end_provision(provision, filled, None) {
+                Ok(()) => self.queues.push(&self.pool.wq, bio),
+                Err(e) => bio.complete(Some(e)),
+            }
             return;
         }
-        if bio.view().wants_durability() && self.pool.flags.dirty() {
-            // The deferred lane finds the block mapped, commits and submits.
-            self.queues.push(&self.pool.wq, bio);
+        if let Err(e) = self.end_provision(provision, filled, Some(&mut bio)) {
+            bio.complete(Some(e));
             return;
         }
         match self.remap(&mut bio, provision.data_block) {
@@ -653,8 +778,14 @@ impl ThinIo {
 
     /// Ends a provision: maps its data block if it was `filled` and the
     /// pool still allows it (else frees it), publishes the mapping, releases
-    /// the cell and requeues the bios that parked on it.
-    fn end_provision(&self, provision: &Provision, filled: bool) -> Result<(), IoError> {
+    /// the cell and requeues the bios that parked on it. `to_submit`, the
+    /// bio about to be sent into the block, is tracked from here on.
+    fn end_provision(
+        &self,
+        provision: &Provision,
+        filled: bool,
+        to_submit: Option<&mut OwnedBio>,
+    ) -> Result<(), IoError> {
         let &Provision {
             vblock,
             data_block,
@@ -672,7 +803,9 @@ impl ThinIo {
             Err(st.mode_state().pool_io_error())
         } else {
             match st.mode_state().decide_prepared_mapping() {
-                PreparedMappingAction::Insert => st.insert_mapping(self.dev_id, vblock, data_block),
+                PreparedMappingAction::Insert => {
+                    st.insert_mapping(self, vblock, data_block, copied)
+                }
                 PreparedMappingAction::Error(e) => {
                     st.release_data_block(data_block);
                     Err(e)
@@ -680,6 +813,11 @@ impl ThinIo {
             }
         };
         if outcome.is_ok() {
+            if let Some(bio) = to_submit {
+                // Under the lock that mapped the block: a later unmapping
+                // waits for this bio.
+                self.track(bio);
+            }
             if let Some(c) = self.cache() {
                 c.publish(
                     vblock,
@@ -729,19 +867,29 @@ impl ThinIo {
                 let _ = passdown.push(data_block, GFP_KERNEL);
             }
         });
-        drop(st);
         if unmapped.is_err() {
+            drop(st);
             bio.complete(Some(IoError::Io));
             return;
         }
-        // No map call may still be remapping to a block unmapped above once
-        // its discard reaches the data device.
-        rcu::synchronize_rcu();
-        let mut failed = false;
-        for (start, count) in self.geometry.sector_runs(&passdown) {
-            failed |= self.pool_bdev.discard(start, count).is_err();
+        if passdown.is_empty() {
+            drop(st);
+            bio.complete(None);
+            return;
         }
-        bio.complete(failed.then_some(IoError::Io));
+        // Bios sent to the freed blocks before they were unmapped may still
+        // be in flight: the passdown waits for them (asynchronously), and
+        // the blocks are not reused before it is done.
+        match st.queue_passdown(bio, passdown, self.pool_bdev, self.geometry) {
+            Ok(()) => {
+                drop(st);
+                self.pool.wake_after_grace_period();
+            }
+            Err(bio) => {
+                drop(st);
+                bio.complete(None);
+            }
+        }
     }
 
     /// Forgets the cached mappings of `[first, end)` (caller holds the lock).
