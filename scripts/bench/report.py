@@ -31,6 +31,7 @@ CASE_TITLES = {
     "c4-break-sharing": "4. 4k writes breaking sharing with N snapshots",
     "c5-fsync": "5. 4k random writes, fsync after each",
     "c6-discard": "6. discard of a fully provisioned volume",
+    "c6-fstrim": "6. fstrim of an ext4 after 4,000 small files were deleted",
     "c6-snap-create": "6. snapshot create (suspend, message, resume)",
     "c6-snap-delete": "6. snapshot delete (message)",
     "c6-dmsetup-floor": "6. floor: one `dmsetup info` of the pool (process start + ioctl)",

@@ -452,7 +452,21 @@ case5() {
 	done
 }
 
-# ---- case 6: discard of a fully provisioned volume; snapshot latency ----
+# small_files_deleted TARGET: an ext4 on the volume, mounted on
+# /mnt/bench-TARGET, that held 4,000 files of 16 KiB (64 MiB, written by fio,
+# synced) which were then deleted: what fstrim finds after a build tree or a
+# mail spool is cleaned up.
+small_files_deleted() {
+	local mnt=/mnt/bench-$1
+	mkfs.ext4 -q -F -E nodiscard "$(dev "$1")" || return 1
+	mkdir -p "$mnt" && mount "$(dev "$1")" "$mnt" || return 1
+	(cd /tmp && fio --name=small --directory="$mnt" --nrfiles=4000 --filesize=16k --bs=16k \
+		--rw=write --ioengine=psync --create_on_open=1 --openfiles=64 --output-format=terse \
+		--end_fsync=1 >/dev/null) || return 1
+	rm -rf "${mnt:?}"/small* && sync
+}
+
+# ---- case 6: discard of a fully provisioned volume, fstrim; snapshot latency ----
 case6() {
 	local r t mib v id
 	say "c6 discard of a fully provisioned ${VOL} MiB volume"
@@ -466,6 +480,18 @@ case6() {
 		done
 	done
 	checkpoint "c6 discard"
+	say "c6 fstrim of an ext4 on a ${VOL} MiB volume after many small files were deleted"
+	for r in $(reps); do
+		for t in $TARGETS; do
+			if setup "$t" 128 skip_block_zeroing "$VOL" && try small_files_deleted "$t"; then
+				timed c6-fstrim "${VOL}MiB" "$t" "$r" fstrim "/mnt/bench-$t"
+			else
+				record c6-fstrim "${VOL}MiB" "$t" "$r" error "setup: $(errmsg)"
+			fi
+			umount "/mnt/bench-$t" 2>/dev/null
+		done
+	done
+	checkpoint "c6 fstrim"
 	for mib in $MAPPED; do
 		v=mapped${mib}MiB
 		say "c6 snapshot create and delete, $v"
