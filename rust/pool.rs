@@ -363,23 +363,34 @@ impl PoolObj {
         self.gp_waiter.arm(&self.tracker);
     }
 
-    /// Passes a discard's freed blocks down to the data device (every bio
-    /// that could have used them has completed), then completes the discard.
-    /// The blocks may be reused once no passdown older than the commit that
-    /// freed them is left ([`PoolState::reuse_state`]).
+    /// Passes a discard's freed blocks down through the pool device (every
+    /// bio that could have used them has completed). As dm-thin, a failed
+    /// passdown is ignored: the blocks are unmapped either way. The blocks
+    /// may be reused once no passdown older than the commit that freed them
+    /// is left ([`PoolState::reuse_state`]).
     fn pass_down(&self, p: Passdown) {
-        let mut failed = p.failed;
         for (start, count) in p.geometry.sector_runs(&p.blocks) {
-            failed |= p.pool_bdev.discard(start, count).is_err();
+            let _ = p.pool_bdev.discard(start, count);
         }
-        {
-            let mut st = self.lock();
-            if let Some(i) = st.passdowns_open.iter().position(|&s| s == p.seq) {
-                let _ = st.passdowns_open.remove(i);
+        let mut st = self.lock();
+        if let Some(i) = st.passdowns_open.iter().position(|&s| s == p.seq) {
+            let _ = st.passdowns_open.remove(i);
+        }
+        st.wake_reuse_waiters();
+    }
+
+    /// A thin target is going: passes down its queued discards now (after a
+    /// grace period) and waits for one being passed down, so that none is
+    /// issued through its pool device handle after it closed the device.
+    pub(crate) fn finish_passdowns(&self, thin: &ThinIo) {
+        let mine = self.lock().take_passdowns_of(thin);
+        if !mine.is_empty() {
+            self.tracker.synchronize();
+            for p in mine {
+                self.pass_down(p);
             }
-            st.wake_reuse_waiters();
         }
-        p.bio.complete(failed.then_some(IoError::Io));
+        self.gp_waiter.flush();
     }
 
     /// Ends a provision begun with `PoolState::open_cell` and released with
@@ -431,15 +442,14 @@ pub(crate) struct Passdown {
     /// Every bio that could have used the blocks has completed once this
     /// grace period has ended.
     cookie: GpCookie,
-    /// The discard, completed once its blocks are passed down.
-    bio: OwnedBio,
+    /// The thin target whose discard freed the blocks (its address: only
+    /// compared), which waits for its passdowns before it goes.
+    owner: usize,
     /// The freed data blocks.
     blocks: KVec<u64>,
+    /// The owner's pool device, open while the owner lives.
     pool_bdev: BdevHandle,
     geometry: BlockGeometry,
-    /// An aborted transaction undid the unmapping: nothing to pass down,
-    /// and the discard fails.
-    failed: bool,
 }
 
 /// Whether freed data blocks may be handed out again
@@ -742,7 +752,6 @@ impl PoolState {
         // their blocks are mapped again and must not be discarded.
         for p in self.awaiting_gp.iter_mut() {
             p.blocks.clear();
-            p.failed = true;
         }
         if !abort_ok {
             pr_err!("{}: failed to abort metadata transaction\n", self.name());
@@ -856,38 +865,55 @@ impl PoolState {
         }
     }
 
-    /// Queues `bio`, a discard whose unmapping freed `blocks`, to pass them
-    /// down once every bio that may still use them has completed (the
-    /// caller then arms the pool's grace-period waiter). Hands the bio back
-    /// if there is no memory to queue it (it then completes without passing
-    /// down, which only costs the data device a hint).
+    /// Queues the data blocks a discard of `thin` freed, to pass them down
+    /// once every bio that may still use them has completed (the caller then
+    /// arms the pool's grace-period waiter). False if there is no memory to
+    /// queue them: they are not passed down, which only costs the data
+    /// device a hint.
     pub(crate) fn queue_passdown(
         &mut self,
-        bio: OwnedBio,
+        thin: &ThinIo,
         blocks: KVec<u64>,
         pool_bdev: BdevHandle,
         geometry: BlockGeometry,
-    ) -> Result<(), OwnedBio> {
+    ) -> bool {
         if self.awaiting_gp.reserve(1, GFP_KERNEL).is_err()
             || self.passdowns_open.reserve(1, GFP_KERNEL).is_err()
         {
-            return Err(bio);
+            return false;
         }
         self.passdown_seq += 1;
         let seq = self.passdown_seq;
         let p = Passdown {
             seq,
             cookie: self.tracker.start_poll(),
-            bio,
+            owner: core::ptr::from_ref(thin).addr(),
             blocks,
             pool_bdev,
             geometry,
-            failed: false,
         };
         // Cannot fail: reserved above.
         let _ = self.passdowns_open.push_within_capacity(seq);
         let _ = self.awaiting_gp.push_within_capacity(p);
-        Ok(())
+        true
+    }
+
+    /// Takes `thin`'s queued passdowns out of the queue (their sequence
+    /// numbers stay open until they are passed down).
+    fn take_passdowns_of(&mut self, thin: &ThinIo) -> KVec<Passdown> {
+        let owner = core::ptr::from_ref(thin).addr();
+        let mut mine = KVec::new();
+        let mut i = 0;
+        while let Some(p) = self.awaiting_gp.get(i) {
+            if p.owner != owner || mine.reserve(1, GFP_KERNEL).is_err() {
+                i += 1;
+                continue;
+            }
+            if let Ok(p) = self.awaiting_gp.remove(i) {
+                let _ = mine.push_within_capacity(p);
+            }
+        }
+        mine
     }
 
     /// The queued passdowns whose grace period has ended, oldest first.
@@ -1139,32 +1165,40 @@ impl PoolState {
         let dev = u64::from(thin.dev_id);
         thin.forget_range(first, end);
         let mut n = 0;
+        let mut any_freed = false;
         let mut from = first;
         while from < end {
-            let (vblock, m) = match self.md.next_mapping(dev, from) {
-                Ok(Some((k, m))) if k < end => (k, m),
-                Ok(_) => break,
-                Err(e) => return Err(e),
-            };
-            from = vblock.saturating_add(1);
-            if self
+            // The runs between the virtual blocks a provision holds, each
+            // removed in one pass (dm-thin skips contended blocks too).
+            let held = self
                 .cells
                 .iter()
-                .any(|c| c.dev == thin.dev_id && c.vblock == vblock)
-            {
-                continue;
+                .filter(|c| c.dev == thin.dev_id && c.vblock >= from && c.vblock < end)
+                .map(|c| c.vblock)
+                .min();
+            let run_end = held.unwrap_or(end);
+            if from < run_end {
+                let removed = self.md.remove_range_freeing(dev, from, run_end, |b| {
+                    any_freed = true;
+                    freed(b);
+                });
+                match removed {
+                    Ok(k) => n += k,
+                    Err(e) => {
+                        self.metadata_operation_failed("dm_thin_remove_range", e);
+                        return Err(e);
+                    }
+                }
             }
-            if let Err(e) = self.md.remove_mapping(dev, vblock) {
-                self.metadata_operation_failed("dm_thin_remove_range", e);
-                return Err(e);
-            }
-            thin.note_change(self.flags.change());
-            n += 1;
-            if self.md.data_block_count(m.data_block) == Ok(0) {
-                self.freed_since_commit = true;
-                freed(m.data_block);
+            match held {
+                Some(h) => from = h.saturating_add(1),
+                None => break,
             }
         }
+        if n > 0 {
+            thin.note_change(self.flags.change());
+        }
+        self.freed_since_commit |= any_freed;
         Ok(n)
     }
 

@@ -233,6 +233,8 @@ impl Drop for Thin {
         // No bio is in flight (dm calls dtr only then), but a worker may
         // still be finishing its loop; the pool device goes right after.
         self.io.quiesce();
+        // Its queued discards go through its pool device, closed next.
+        self.pool.finish_passdowns(&self.io);
         self.pool.lock().close_thin(&self.io);
     }
 }

@@ -872,24 +872,17 @@ impl ThinIo {
             bio.complete(Some(IoError::Io));
             return;
         }
-        if passdown.is_empty() {
-            drop(st);
-            bio.complete(None);
-            return;
-        }
         // Bios sent to the freed blocks before they were unmapped may still
-        // be in flight: the passdown waits for them (asynchronously), and
-        // the blocks are not reused before it is done.
-        match st.queue_passdown(bio, passdown, self.pool_bdev, self.geometry) {
-            Ok(()) => {
-                drop(st);
-                self.pool.wake_after_grace_period();
-            }
-            Err(bio) => {
-                drop(st);
-                bio.complete(None);
-            }
+        // be in flight: the passdown waits for them (asynchronously; the
+        // discard itself is done), and the blocks are not reused before it
+        // has been issued.
+        let queued = !passdown.is_empty()
+            && st.queue_passdown(self, passdown, self.pool_bdev, self.geometry);
+        drop(st);
+        if queued {
+            self.pool.wake_after_grace_period();
         }
+        bio.complete(None);
     }
 
     /// Forgets the cached mappings of `[first, end)` (caller holds the lock).

@@ -101,6 +101,13 @@ impl IoTracker {
         GpCookie(unsafe { bindings::start_poll_synchronize_srcu(self.raw()) })
     }
 
+    /// Waits for a grace period: every read side opened before the call
+    /// has ended (sleeps).
+    pub(crate) fn synchronize(&self) {
+        // SAFETY: the domain is initialised.
+        unsafe { bindings::synchronize_srcu(self.raw()) };
+    }
+
     /// True once the grace period of `cookie` has ended.
     pub(crate) fn poll(&self, cookie: GpCookie) -> bool {
         // SAFETY: the domain is initialised; any cookie value is accepted.
@@ -227,6 +234,13 @@ impl<T: GpDone> GpWaiter<T> {
                 Some(grace_period_ended::<T>),
             )
         };
+    }
+
+    /// Waits until a run of the owner's callback that is queued or running
+    /// has returned.
+    pub(crate) fn flush(&self) {
+        // SAFETY: the work item is initialised (flushing an idle one is fine).
+        unsafe { bindings::flush_work(self.work.get()) };
     }
 
     /// Stops calling back: waits for a pending callback of `tracker` and

@@ -682,6 +682,20 @@ impl<S: BlockStore> ThinMetadata<S> {
     /// Removes the mappings of `dev` in `[begin, end)`, releasing their data
     /// blocks. Returns how many were removed.
     pub fn remove_range(&mut self, dev: u64, begin: u64, end: u64) -> CoreResult<u64> {
+        self.remove_range_freeing(dev, begin, end, |_| {})
+    }
+
+    /// As [`Self::remove_range`], calling `freed` with each data block whose
+    /// last reference went (dm-thin's passdown candidates): one pass over
+    /// the subtree, one shadowing of the top level and one details update
+    /// for the whole range.
+    pub fn remove_range_freeing(
+        &mut self,
+        dev: u64,
+        begin: u64,
+        end: u64,
+        mut freed: impl FnMut(u64),
+    ) -> CoreResult<u64> {
         let mut d = self.existing(dev)?;
         let sub = self.subtree_root(dev)?;
         match self.tm.btree_lookup_ge(sub, begin, TreeKind::Mapping)? {
@@ -706,11 +720,11 @@ impl<S: BlockStore> ThinMetadata<S> {
                 Ok((ns, Some(v))) => {
                     sub = ns;
                     n += 1;
-                    if let Err(e) = self
-                        .tm
-                        .sm_dec(SmKind::Data, Mapping::unpack(v.as_u64()).data_block)
-                    {
-                        break Err(e);
+                    let b = Mapping::unpack(v.as_u64()).data_block;
+                    match self.tm.sm_dec(SmKind::Data, b) {
+                        Ok(0) => freed(b),
+                        Ok(_) => {}
+                        Err(e) => break Err(e),
                     }
                 }
                 Ok((ns, None)) => {

@@ -262,3 +262,38 @@ fn compat_ro_features_only_on_read_only_devices() {
     md.commit().unwrap();
     assert_eq!(md.store().flushes, 0);
 }
+
+#[test]
+fn remove_range_reports_freed_blocks() {
+    let mut md = ThinMetadata::format(mem_store(2048), 128, 10_000).unwrap();
+    md.create_thin(1).unwrap();
+    let mut blocks = Vec::new();
+    for v in 0..100u64 {
+        let b = md.alloc_data_block().unwrap();
+        md.insert_mapping(1, v, b).unwrap();
+        blocks.push(b);
+    }
+    md.create_snap(2, 1).unwrap();
+    // Blocks 0..50 of the origin get private copies; 50..100 stay shared.
+    for v in 0..50u64 {
+        let b = md.alloc_data_block().unwrap();
+        md.insert_mapping(1, v, b).unwrap();
+    }
+    // Removing 40..60 of the snapshot frees 40..50 (the origin moved away)
+    // and only unmaps 50..60 (the origin still has them).
+    let mut freed = Vec::new();
+    assert_eq!(
+        md.remove_range_freeing(2, 40, 60, |b| freed.push(b))
+            .unwrap(),
+        20
+    );
+    assert_eq!(freed, blocks[40..50].to_vec());
+    for &b in &freed {
+        assert_eq!(md.data_block_count(b).unwrap(), 0);
+    }
+    assert_eq!(md.device_details(2).unwrap().unwrap().mapped_blocks, 80);
+    assert!(md.lookup(2, 45).unwrap().is_none());
+    assert!(md.lookup(1, 55).unwrap().is_some());
+    md.commit().unwrap();
+    checker::check(md.store()).unwrap();
+}
