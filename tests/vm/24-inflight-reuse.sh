@@ -47,18 +47,26 @@ setup() {
 	thin=/dev/mapper/ifr-thin
 }
 
+# reallocate V WHAT: commits (an INFO status), writes virtual block V whole
+# with pattern C (it gets the one free data block: the freed one), then the
+# slow read must have returned pattern A (WHAT) and block V must hold C (not
+# discarded nor overwritten after the write).
+reallocate() {
+	info ifr-pool >/dev/null
+	blk $thin "$1" C
+	wait $reader || fail "the old read failed"
+	expect_blk /tmp/ifr.old A 0 "$2"
+	run dd if=$thin of=/tmp/ifr.new bs=$BLOCK skip="$1" count=1 iflag=direct 2>/dev/null
+	expect_blk /tmp/ifr.new C "$1" "the new owner's block $1 holds its data"
+}
+
 discard_then_reuse() {
 	setup
 	for v in 0 1 2 3; do blk $thin $v A; done
 	[ "$(data_used ifr-pool)" = 4 ] || fail "the pool should be full: $(info ifr-pool)"
 	slow_read $thin 0 /tmp/ifr.old
 	run blkdiscard -o 0 -l $BLOCK $thin
-	info ifr-pool >/dev/null
-	blk $thin 5 C
-	wait $reader || fail "the old read failed"
-	expect_blk /tmp/ifr.old A 0 "the read issued before the discard returns the block's old data"
-	run dd if=$thin of=/tmp/ifr.new bs=$BLOCK skip=5 count=1 iflag=direct 2>/dev/null
-	expect_blk /tmp/ifr.new C 5 "the new owner's block holds its data (not discarded after the write)"
+	reallocate 5 "the read issued before the discard returns the block's old data"
 }
 
 break_then_delete() {
@@ -71,12 +79,7 @@ break_then_delete() {
 	blk $thin 0 B
 	[ "$(data_used ifr-pool)" = 4 ] || fail "the pool should be full: $(info ifr-pool)"
 	run dmsetup message ifr-pool 0 "delete 2"
-	info ifr-pool >/dev/null
-	blk $thin 3 C
-	wait $reader || fail "the old read failed"
-	expect_blk /tmp/ifr.old A 0 "the read issued before the sharing broke returns the shared block's data"
-	run dd if=$thin of=/tmp/ifr.new bs=$BLOCK skip=3 count=1 iflag=direct 2>/dev/null
-	expect_blk /tmp/ifr.new C 3 "the new owner's block holds its data"
+	reallocate 3 "the read issued before the sharing broke returns the shared block's data"
 }
 
 for_each_impl discard_then_reuse
