@@ -10,7 +10,7 @@
 //! read-only).
 
 use crate::block_store::BlockStore;
-use crate::btree::TreeKind;
+use crate::btree::{TreeKind, Value};
 use crate::checksum::BlockKind;
 use crate::codec::{get_u32, get_u64, put_u32, put_u64};
 use crate::core_error::{corrupt, CoreError, CoreResult, Corruption};
@@ -26,6 +26,9 @@ pub const MAX_TIME: u32 = (1 << 24) - 1;
 pub const MAX_DATA_BLOCK: u64 = (1 << 40) - 1;
 /// Smallest metadata device accepted by [`ThinMetadata::format`], in blocks.
 pub const MIN_METADATA_BLOCKS: u64 = 32;
+/// Mappings a range removal takes out of a leaf per descent (their values
+/// are copied to the stack first).
+const REMOVE_RUN: usize = 16;
 
 /// `disk_device_details` (24 bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -710,31 +713,43 @@ impl<S: BlockStore> ThinMetadata<S> {
         let mut sub = self.tm.leaf_value(leaf, idx, TreeKind::TopLevel)?.as_u64();
         let mut n = 0u64;
         let mut from = begin;
+        // A run of entries of one leaf per descent (end > begin here).
+        let last = end - 1;
+        let mut removed = [Value::from_slice(&[]); REMOVE_RUN];
         let res = loop {
-            let (k, _) = match self.tm.btree_lookup_ge(sub, from, TreeKind::Mapping) {
-                Ok(Some(x)) if x.0 < end => x,
+            let k = match self.tm.btree_lookup_ge(sub, from, TreeKind::Mapping) {
+                Ok(Some((k, _))) if k <= last => k,
                 Ok(_) => break Ok(()),
                 Err(e) => break Err(e),
             };
-            match self.tm.btree_remove(sub, k, TreeKind::Mapping) {
-                Ok((ns, Some(v))) => {
-                    sub = ns;
-                    n += 1;
-                    let b = Mapping::unpack(v.as_u64()).data_block;
-                    match self.tm.sm_dec(SmKind::Data, b) {
-                        Ok(0) => freed(b),
-                        Ok(_) => {}
-                        Err(e) => break Err(e),
+            let (ns, count, last_key) =
+                match self
+                    .tm
+                    .btree_remove_run(sub, k, last, TreeKind::Mapping, &mut removed)
+                {
+                    Ok(x) => x,
+                    Err(e) => break Err(e),
+                };
+            sub = ns;
+            n += count as u64;
+            let mut dec = Ok(());
+            for v in removed.iter().take(count) {
+                let b = Mapping::unpack(v.as_u64()).data_block;
+                match self.tm.sm_dec(SmKind::Data, b) {
+                    Ok(0) => freed(b),
+                    Ok(_) => {}
+                    Err(e) => {
+                        dec = Err(e);
+                        break;
                     }
                 }
-                Ok((ns, None)) => {
-                    sub = ns;
-                }
-                Err(e) => break Err(e),
             }
-            match k.checked_add(1) {
-                Some(f) => from = f,
-                None => break Ok(()),
+            if let Err(e) = dec {
+                break Err(e);
+            }
+            match last_key.checked_add(1) {
+                Some(f) if count > 0 => from = f,
+                _ => break Ok(()),
             }
         };
         self.tm

@@ -235,13 +235,19 @@ pub fn insert_at(buf: &mut [u8], h: &mut Header, i: usize, k: u64, v: &[u8]) -> 
 
 /// Removes entry `i`, shifting later entries down.
 pub fn remove_at(buf: &mut [u8], h: &mut Header, i: usize) -> CoreResult<()> {
-    if i >= h.nr_entries {
+    remove_run(buf, h, i, 1)
+}
+
+/// Removes the `n` entries from `i` on, shifting later entries down.
+pub fn remove_run(buf: &mut [u8], h: &mut Header, i: usize, n: usize) -> CoreResult<()> {
+    let end = i.checked_add(n).ok_or(corrupt(Corruption::Layout))?;
+    if end > h.nr_entries {
         return Err(corrupt(Corruption::Layout));
     }
-    let tail = h.nr_entries - i - 1;
-    move_within(buf, h.key_off(i + 1), h.key_off(i), tail * 8)?;
-    move_within(buf, h.val_off(i + 1), h.val_off(i), tail * h.value_size)?;
-    let nr = h.nr_entries - 1;
+    let tail = h.nr_entries - end;
+    move_within(buf, h.key_off(end), h.key_off(i), tail * 8)?;
+    move_within(buf, h.val_off(end), h.val_off(i), tail * h.value_size)?;
+    let nr = h.nr_entries - n;
     set_nr(buf, h, nr)
 }
 
@@ -263,11 +269,5 @@ pub fn shift_right(buf: &mut [u8], h: &mut Header, n: usize) -> CoreResult<()> {
 
 /// Drops the first `n` entries, moving the rest to the front.
 pub fn drop_front(buf: &mut [u8], h: &mut Header, n: usize) -> CoreResult<()> {
-    if n > h.nr_entries {
-        return Err(corrupt(Corruption::Layout));
-    }
-    let rest = h.nr_entries - n;
-    move_within(buf, h.key_off(n), h.key_off(0), rest * 8)?;
-    move_within(buf, h.val_off(n), h.val_off(0), rest * h.value_size)?;
-    set_nr(buf, h, rest)
+    remove_run(buf, h, 0, n)
 }

@@ -366,11 +366,31 @@ impl<S: BlockStore> Tm<S> {
         if self.btree_lookup(root, key, kind)?.is_none() {
             return Ok((root, None));
         }
+        let mut out = [Value::from_slice(&[]); 1];
+        let (root, n, _) = self.btree_remove_run(root, key, key, kind, &mut out)?;
+        Ok((root, out.first().copied().filter(|_| n == 1)))
+    }
+
+    /// Removes, in one descent, the entries of the leaf that holds `first`
+    /// (a key of the tree) whose keys are at most `last`, up to `out.len()`
+    /// of them, copying their values into `out` (dm-thin's `remove_one` of
+    /// `dm_btree_remove_leaves`). Returns the new root, how many were
+    /// removed and the last key removed. The caller releases whatever the
+    /// values referenced.
+    pub(crate) fn btree_remove_run(
+        &mut self,
+        root: u64,
+        first: u64,
+        last: u64,
+        kind: TreeKind,
+        out: &mut [Value],
+    ) -> CoreResult<(u64, usize, u64)> {
+        let key = first;
         let root = self.shadow(root, kind)?;
         let mut spine = [(0u64, 0usize); MAX_DEPTH];
         let mut depth = 0usize;
         let mut cur = root;
-        let old = loop {
+        let removed = loop {
             let (h, idx) = {
                 let g = self.store.read(cur, BlockKind::Node)?;
                 let h = node::check(&g, kind.value_size())?;
@@ -383,9 +403,22 @@ impl<S: BlockStore> Tm<S> {
                 if node::key(&g, &h, i)? != key {
                     return Err(corrupt(Corruption::KeyOrder));
                 }
-                let old = Value::from_slice(node::value(&g, &h, i)?);
-                node::remove_at(&mut g, &mut h, i)?;
-                break old;
+                let mut n = 0;
+                let mut last_removed = key;
+                while let Some(slot) = out.get_mut(n) {
+                    if i + n >= h.nr_entries {
+                        break;
+                    }
+                    let k = node::key(&g, &h, i + n)?;
+                    if k > last {
+                        break;
+                    }
+                    *slot = Value::from_slice(node::value(&g, &h, i + n)?);
+                    last_removed = k;
+                    n += 1;
+                }
+                node::remove_run(&mut g, &mut h, i, n)?;
+                break (n, last_removed);
             }
             let slot = spine.get_mut(depth).ok_or(corrupt(Corruption::TooDeep))?;
             *slot = (cur, i);
@@ -432,7 +465,7 @@ impl<S: BlockStore> Tm<S> {
             node::init(&mut g, true, kind.value_size())?;
         }
         self.collapse_root(root, kind)?;
-        Ok((root, Some(old)))
+        Ok((root, removed.0, removed.1))
     }
 
     /// Copies `n` entries from `src[si..]` to `dst[di..]` (both nodes of the
