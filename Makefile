@@ -2,7 +2,10 @@
 # rthin: the commands people run. The kernel module itself is built by Kbuild
 # (see Kbuild) inside the Debian sysroot, driven by scripts/module.sh.
 #
-#   make check      every test: host (fmt, clippy, cargo test) and VM (KUnit, tests/vm)
+#   make check      every test: host (fmt, clippy, cargo test) and VM (KUnit, tests/vm);
+#                   the VM tests run in RTHIN_SHARDS VMs at once (default 4)
+#   make vm-test T=NAME  the fast loop: rebuild the module, run the VM tests whose
+#                   name contains NAME (comma-separated: several), no host steps
 #   make check-debug  the module and the VM suite on a debug kernel (KASAN, KFENCE,
 #                   lockdep, RCU and atomic-sleep checks; several times slower than check)
 #   make demo       boots the VM and shows a pool and a thin volume at work
@@ -18,13 +21,21 @@
 
 SHELL := /bin/bash
 
-.PHONY: check check-debug soak demo module kernel sysroot vm-shell host-test clean bench bench-quick
+.PHONY: check check-debug vm-test vm-durations soak demo module kernel sysroot vm-shell host-test clean bench bench-quick
 
 check:
 	scripts/check.sh
 
 check-debug:
 	RTHIN_KERNEL_FLAVOR=debug scripts/check.sh
+
+vm-test:
+	@[ -n "$(T)" ] || { echo "usage: make vm-test T=<part of a VM test's name>[,<another>...]" >&2; exit 2; }
+	RTHIN_SKIP_HOST=1 RTHIN_ONLY="$(T)" scripts/check.sh
+
+# tests/vm/durations.txt (shard balancing) from the last make check's VM results.
+vm-durations:
+	scripts/vm/timing.py --durations tests/vm/durations.txt build/results/shard-*
 
 soak: module
 	cargo build --release -q -p rthinctl && scripts/initramfs.sh build/initramfs-soak.cpio.gz && scripts/vm.sh --only soak --env SOAK_SECONDS=1200 --test-timeout 1500 --timeout 2400 --disk 4 --disk 4 build/initramfs-soak.cpio.gz build/results-soak

@@ -13,6 +13,12 @@
 # kernel and are left to `make check`.
 # Run one VM test: RTHIN_ONLY=<part of its name> make check
 # Pass settings to the VM tests: RTHIN_VM_ENV="NAME=VALUE ..." make check
+# The VM suite runs in RTHIN_SHARDS VMs at once (default 4; scripts/vm-suite.sh).
+# RTHIN_SKIP_HOST=1 leaves out the host steps (fmt, clippy, cargo test, core
+# mounts, oracle): with RTHIN_ONLY, the fast loop for one module change
+# (`make vm-test T=NAME`). RTHIN_HOST_PARALLEL=0 runs the host steps before
+# the VM suite instead of while it runs.
+# The output ends with how long each phase took, then the check line.
 . "$(dirname "$0")/lib.sh"
 
 passed=0 failed=0
@@ -28,6 +34,12 @@ step() {
 		return 1
 	fi
 }
+# Phase times for the summary at the end: "NAME SECONDS" lines.
+t_start=$(date +%s)
+phases=()
+phase_t0=
+phase_begin() { phase_t0=$(date +%s); }
+phase_end() { phases+=("$1|$(($(date +%s) - phase_t0))"); }
 
 cd "$RTHIN_ROOT"
 export CARGO_TERM_COLOR=never
@@ -39,47 +51,20 @@ flock 9
 "$RTHIN_ROOT/scripts/host-deps.sh"
 host_steps=1
 [ "$RTHIN_KERNEL_FLAVOR" = debug ] && host_steps=0
+[ "${RTHIN_SKIP_HOST:-0}" = 1 ] && host_steps=0
+host_parallel=${RTHIN_HOST_PARALLEL:-1}
+
 # Independent steps: a failure is counted and the run goes on, so one run
 # reports everything that is wrong.
-if [ "$host_steps" = 1 ]; then
+host_tests() {
+	phase_begin
 	step "cargo fmt --check" cargo fmt --all -- --check || true
 	step "rustfmt --check (kernel crate)" rustfmt --edition 2021 --check rust/rthin_main.rs || true
 	step "cargo clippy -D warnings" cargo clippy --workspace --all-targets --quiet -- -D warnings || true
 	step "cargo test" cargo test --workspace --quiet || true
 	step "core modules mounted identically in the kernel crate" "$RTHIN_ROOT/scripts/check-core-mounts.sh" || true
-fi
-
-moddir=$RTHIN_OUT/module
-[ "${RTHIN_SELFCHECK_FAIL:-}" = kunit ] && moddir=$RTHIN_OUT/module-selfcheck
-moddir+=$RTHIN_FLAVOR_SUFFIX
-initramfs=$RTHIN_OUT/initramfs-check$RTHIN_FLAVOR_SUFFIX.cpio.gz
-results=$RTHIN_OUT/results$RTHIN_FLAVOR_SUFFIX
-# Dependent steps: the VM needs the module, rthinctl and the initramfs.
-if step "kernel module build (W=1, clippy, warning-free)" "$RTHIN_ROOT/scripts/module.sh" &&
-	step "rthinctl and rthin-crashtest release build" cargo build --release --quiet -p rthinctl -p rthin-crashtest &&
-	step "VM test data (corrupted metadata images)" \
-		cargo run --release --quiet -p rthin-core --example corrupt_images "$RTHIN_OUT/vm-data/corrupt" &&
-	step "VM initramfs" "$RTHIN_ROOT/scripts/initramfs.sh" "$initramfs" "$moddir"; then
-	vm_args=()
-	[ -n "${RTHIN_ONLY:-}" ] && vm_args+=(--only "$RTHIN_ONLY")
-	for kv in ${RTHIN_VM_ENV:-}; do vm_args+=(--env "$kv"); done
-	if [ "$RTHIN_KERNEL_FLAVOR" = debug ]; then
-		log "VM run, debug kernel: KUnit and tests/vm (TCG, several times slower than make check; limit 90 minutes)"
-	else
-		log "VM run: KUnit and tests/vm (TCG, about 20-25 minutes)"
-	fi
-	vm_out=$("$RTHIN_ROOT/scripts/vm.sh" "${vm_args[@]}" --disk 4 --disk 4 "$initramfs" "$results") && vm_ok=1 || vm_ok=0
-	echo "$vm_out" | sed '$d'
-	counts=$(echo "$vm_out" | tail -1)
-	vm_passed=$(echo "$counts" | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed.*/\1/p')
-	vm_failed=$(echo "$counts" | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed.*/\2/p')
-	passed=$((passed + ${vm_passed:-0}))
-	failed=$((failed + ${vm_failed:-0}))
-	# A failed VM run must count as a failure even when it reported no counts.
-	[ "$vm_ok" = 1 ] || [ "${vm_failed:-0}" -gt 0 ] || failed=$((failed + 1))
-	log "VM results and logs: $results"
-fi
-
+	phase_end "host tests (fmt, clippy, cargo test, core mounts)"
+}
 # The metadata core against thin-provisioning-tools (needs the sysroot).
 oracle() {
 	local out=$RTHIN_OUT/core-oracle.log
@@ -90,7 +75,85 @@ oracle() {
 		return 1
 	fi
 }
-[ "$host_steps" = 1 ] && { step "metadata core against thin_check/thin_dump/thin_restore" oracle || true; }
+host_oracle() {
+	phase_begin
+	step "metadata core against thin_check/thin_dump/thin_restore" oracle || true
+	phase_end "oracle (core against thin-provisioning-tools)"
+}
+[ "$host_steps" = 1 ] && [ "$host_parallel" != 1 ] && host_tests
 
+moddir=$RTHIN_OUT/module
+[ "${RTHIN_SELFCHECK_FAIL:-}" = kunit ] && moddir=$RTHIN_OUT/module-selfcheck
+moddir+=$RTHIN_FLAVOR_SUFFIX
+initramfs=$RTHIN_OUT/initramfs-check$RTHIN_FLAVOR_SUFFIX.cpio.gz
+results=$RTHIN_OUT/results$RTHIN_FLAVOR_SUFFIX
+vm_log=$RTHIN_OUT/vm-suite$RTHIN_FLAVOR_SUFFIX.log
+# Dependent steps: the VM needs the module, rthinctl and the initramfs.
+vm_pid=
+phase_begin
+if step "kernel module build (W=1, clippy, warning-free)" "$RTHIN_ROOT/scripts/module.sh"; then
+	phase_end "module build"
+	phase_begin
+	if step "rthinctl and rthin-crashtest release build" cargo build --release --quiet -p rthinctl -p rthin-crashtest &&
+		step "VM test data (corrupted metadata images)" \
+			cargo run --release --quiet -p rthin-core --example corrupt_images "$RTHIN_OUT/vm-data/corrupt" &&
+		step "VM initramfs" "$RTHIN_ROOT/scripts/initramfs.sh" "$initramfs" "$moddir"; then
+		phase_end "tools, test data, initramfs"
+		vm_args=()
+		for kv in ${RTHIN_VM_ENV:-}; do vm_args+=(--env "$kv"); done
+		if [ "$RTHIN_KERNEL_FLAVOR" = debug ]; then
+			log "VM run, debug kernel: KUnit and tests/vm (TCG, several times slower than make check; limit 90 minutes)"
+		else
+			log "VM run: KUnit and tests/vm in ${RTHIN_SHARDS:-4} VMs at most (output in ${vm_log#"$RTHIN_ROOT"/} until it ends)"
+		fi
+		vm_t0=$(date +%s)
+		# scripts/vm-suite.sh reads RTHIN_ONLY and RTHIN_SHARDS.
+		"$RTHIN_ROOT/scripts/vm-suite.sh" "${vm_args[@]}" --disk 4 --disk 4 "$initramfs" "$results" >"$vm_log" 2>&1 &
+		vm_pid=$!
+	else
+		phase_end "tools, test data, initramfs"
+	fi
+else
+	phase_end "module build"
+fi
+
+# The host steps run while the VMs do: the VMs mostly wait (TCG guests idle
+# in their tests' sleeps and device waits), see Documentation/testing.md.
+if [ "$host_steps" = 1 ]; then
+	[ "$host_parallel" = 1 ] && host_tests
+	host_oracle
+fi
+
+if [ -n "$vm_pid" ]; then
+	wait "$vm_pid" && vm_ok=1 || vm_ok=0
+	vm_secs=$(($(date +%s) - vm_t0))
+	vm_out=$(cat "$vm_log")
+	echo "$vm_out" | sed '$d'
+	counts=$(echo "$vm_out" | tail -1)
+	vm_passed=$(echo "$counts" | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed.*/\1/p')
+	vm_failed=$(echo "$counts" | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed.*/\2/p')
+	passed=$((passed + ${vm_passed:-0}))
+	failed=$((failed + ${vm_failed:-0}))
+	# A failed VM run must count as a failure even when it reported no counts.
+	[ "$vm_ok" = 1 ] || [ "${vm_failed:-0}" -gt 0 ] || failed=$((failed + 1))
+	shard_times=
+	if [ -f "$results/shards.txt" ]; then
+		while read -r k secs rc names; do
+			[ "$k" = all ] && continue
+			# shellcheck disable=SC2086
+			shard_times+=", shard $k: ${secs}s for $(echo $names | wc -w) test(s)"
+			[ "$rc" = 0 ] || shard_times+=" (VM exit $rc)"
+		done <"$results/shards.txt"
+	fi
+	phases+=("VM suite (${shard_times#, })|$vm_secs")
+	log "VM results and logs: $results (per-test times: $results/timing.txt)"
+fi
+
+log "time per phase:"
+for p in "${phases[@]}"; do
+	printf '    %5ss  %s\n' "${p##*|}" "${p%|*}" >&2
+done
+printf '    %5ss  %s\n' "$(($(date +%s) - t_start))" "total" >&2
+[ "$host_steps" = 1 ] || log "host steps (fmt, clippy, cargo test, core mounts, oracle) not run (RTHIN_SKIP_HOST=1 or check-debug)"
 echo "check: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -25,7 +25,9 @@ THIN_TOOLS=(thin_check thin_dump thin_restore thin_repair thin_ls thin_delta thi
 LVM_TOOLS=(pvcreate pvremove pvs vgcreate vgremove vgs vgchange lvcreate lvremove lvs
 	lvchange lvextend lvconvert lvdisplay vgdisplay)
 
-key=$(cat "$0" "$RTHIN_SYSROOT"/.rthin-sysroot-* <(ls "$RTHIN_KBUILD"/.rthin-built-* "$RTHIN_SYSROOT"/.rthin-sysroot-*) | sha256sum | cut -c1-16)
+# (Keyed on this script's base part only: the overlay's code below can change
+# without rebuilding the base.)
+key=$(cat <(sed '/^# ---- overlay/q' "$0") "$RTHIN_SYSROOT"/.rthin-sysroot-* <(ls "$RTHIN_KBUILD"/.rthin-built-* "$RTHIN_SYSROOT"/.rthin-sysroot-*) | sha256sum | cut -c1-16)
 base=$RTHIN_CACHE/initramfs-base-$key.cpio.gz
 
 if [ ! -f "$base" ]; then
@@ -77,31 +79,60 @@ if [ ! -f "$base" ]; then
 fi
 
 # ---- overlay: everything from this clone ----
+# The files that go in, as "SOURCE DESTINATION" (a folder: copied whole).
+files=("$RTHIN_ROOT/scripts/vm/init /init" "$RTHIN_ROOT/tests/vm/lib.sh /rthin/tests/lib.sh")
+for t in "$RTHIN_ROOT"/tests/vm/[0-9]*.sh; do files+=("$t /rthin/tests/${t##*/}"); done
+if [ "${RTHIN_SELFCHECK_FAIL:-}" = vm ]; then
+	files+=("$RTHIN_ROOT/tests/vm/selfcheck-fail.sh /rthin/tests/99-selfcheck-fail.sh")
+fi
+files+=("$RTHIN_ROOT/tests/vm/demo.sh /rthin/demo.sh")
+# Generated test data (scripts/check.sh: the corrupt_images example).
+[ ! -d "$RTHIN_OUT/vm-data" ] || files+=("$RTHIN_OUT/vm-data /rthin/data")
+files+=("$moddir/dm-rthin.ko /rthin/dm-rthin.ko")
+[ ! -x "$RTHIN_ROOT/target/release/rthinctl" ] || files+=("$RTHIN_ROOT/target/release/rthinctl /usr/sbin/rthinctl")
+# The crash tests' replay and workload tool (tests/crash), when built.
+[ ! -x "$RTHIN_ROOT/target/release/rthin-crashtest" ] ||
+	files+=("$RTHIN_ROOT/target/release/rthin-crashtest /usr/sbin/rthin-crashtest")
+kver=$(ls "$RTHIN_SYSROOT$RTHIN_MODROOT_IN/lib/modules")
+
+# The same inputs give the same image: reuse the last one (the fast loop of
+# Documentation/testing.md rebuilds only what changed).
+inputs_key=$( {
+	echo "$base $kver"
+	for f in "${files[@]}"; do
+		src=${f% *}
+		echo "$f"
+		find "$src" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+	done
+} | sha256sum | cut -c1-16)
+if [ -f "$out" ] && [ -f "$out.tests" ] && [ "$(cat "$out.key" 2>/dev/null)" = "$inputs_key" ]; then
+	log "initramfs inputs unchanged: reusing ${out#"$RTHIN_ROOT"/}"
+	exit 0
+fi
+
 overlay=$(mktemp -d)
 trap 'rm -rf "$overlay"' EXIT
 # The overlay's root becomes the VM's /: mktemp's 0700 would lock out non-root users.
 chmod 755 "$overlay"
 mkdir -p "$overlay/rthin/tests"
-install -m 0755 "$RTHIN_ROOT/scripts/vm/init" "$overlay/init"
-cp "$RTHIN_ROOT"/tests/vm/lib.sh "$overlay/rthin/tests/"
-cp "$RTHIN_ROOT"/tests/vm/[0-9]*.sh "$overlay/rthin/tests/"
-if [ "${RTHIN_SELFCHECK_FAIL:-}" = vm ]; then
-	cp "$RTHIN_ROOT"/tests/vm/selfcheck-fail.sh "$overlay/rthin/tests/99-selfcheck-fail.sh"
-fi
-cp "$RTHIN_ROOT"/tests/vm/demo.sh "$overlay/rthin/"
-# Generated test data (scripts/check.sh: the corrupt_images example).
-[ ! -d "$RTHIN_OUT/vm-data" ] || cp -r "$RTHIN_OUT/vm-data" "$overlay/rthin/data"
-cp "$moddir/dm-rthin.ko" "$overlay/rthin/"
-if [ -x "$RTHIN_ROOT/target/release/rthinctl" ]; then
-	mkdir -p "$overlay/usr/sbin"
-	install -m 0755 "$RTHIN_ROOT/target/release/rthinctl" "$overlay/usr/sbin/rthinctl"
-fi
-# The crash tests' replay and workload tool (tests/crash), when built.
-[ -x "$RTHIN_ROOT/target/release/rthin-crashtest" ] &&
-	install -D -m 0755 "$RTHIN_ROOT/target/release/rthin-crashtest" "$overlay/usr/sbin/rthin-crashtest"
-kver=$(ls "$RTHIN_SYSROOT$RTHIN_MODROOT_IN/lib/modules")
+for f in "${files[@]}"; do
+	src=${f% *} dst=$overlay${f##* }
+	mkdir -p "$(dirname "$dst")"
+	if [ -d "$src" ]; then
+		cp -r "$src" "$dst"
+	else
+		cp "$src" "$dst"
+	fi
+done
+chmod 0755 "$overlay/init"
+[ ! -f "$overlay/usr/sbin/rthinctl" ] || chmod 0755 "$overlay/usr/sbin/rthinctl"
+[ ! -f "$overlay/usr/sbin/rthin-crashtest" ] || chmod 0755 "$overlay/usr/sbin/rthin-crashtest"
 echo "$kver" >"$overlay/rthin/kernel-release"
+rm -f "$out.key"
 {
 	cat "$base"
 	(cd "$overlay" && find . | cpio -o -H newc --quiet | gzip -1)
 } >"$out"
+# The tests it holds, in the order the VM runs them (scripts/vm-suite.sh shards them).
+(cd "$overlay/rthin/tests" && LC_ALL=C ls [0-9]*.sh | sed 's/\.sh$//') >"$out.tests"
+echo "$inputs_key" >"$out.key"

@@ -72,3 +72,10 @@ in_sysroot() {
 			PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"
 	' in_sysroot "$RTHIN_SYSROOT" "$RTHIN_ROOT" "$@"
 }
+
+# kunit_suites: the KUnit suites the module declares (each must report in
+# the VM, or the run fails), one line, space-separated.
+kunit_suites() {
+	grep -rhoE 'kunit_tests\(([a-z0-9_]+)\)' "$RTHIN_ROOT/rust" --include='*.rs' |
+		sed -E 's/kunit_tests\((.*)\)/\1/' | sort -u | tr '\n' ' '
+}

@@ -12,6 +12,10 @@
 #   --timeout S               hard limit for the whole VM run (default 3600; debug kernel 5400)
 #   --test-timeout S          limit for each VM test (default 900; debug kernel 2700)
 #   --only PATTERN            run only the tests whose name contains PATTERN
+#   --tests FILE              run exactly the tests named in FILE (one per line, in order;
+#                             scripts/vm-suite.sh gives each shard its list this way)
+#   --no-report               check mode: collect the results, leave the verdict to the
+#                             caller (scripts/vm-suite.sh reads every shard at once)
 #   --env NAME=VALUE          set an environment variable for the VM's tests (repeatable)
 # RTHIN_KERNEL_FLAVOR=debug boots the debug kernel (KASAN, lockdep, ...), which
 # needs room for KASAN's shadow memory and quarantine and runs several times slower.
@@ -21,7 +25,7 @@
 # results fails too. Other modes exit 0 once the guest has written results.
 . "$(dirname "$0")/lib.sh"
 
-mode=check cpus=2 mem=2048 rd_mib=256 timeout=3600 test_timeout=900 only=
+mode=check cpus=2 mem=2048 rd_mib=256 timeout=3600 test_timeout=900 only= tests_file= report=1
 [ "$RTHIN_KERNEL_FLAVOR" = debug ] && mem=4096 timeout=5400 test_timeout=2700
 disks=() envs=()
 while [ $# -gt 2 ]; do
@@ -34,6 +38,8 @@ while [ $# -gt 2 ]; do
 	--timeout) timeout=$2; shift 2 ;;
 	--test-timeout) test_timeout=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
+	--tests) tests_file=$2; shift 2 ;;
+	--no-report) report=0; shift ;;
 	--env) envs+=("$2"); shift 2 ;;
 	*) die "unknown option $1" ;;
 	esac
@@ -45,7 +51,14 @@ rm -rf "$results"
 mkdir -p "$results"
 work=$results/.vm
 mkdir -p "$work"
-# The guest writes a tar archive of its /results here.
+# The guest writes a tar archive of its /results here. With --tests, the
+# disk first holds a tar archive with the list (scripts/vm/init reads it).
+if [ -n "$tests_file" ]; then
+	mkdir -p "$work/input"
+	cp "$tests_file" "$work/input/tests"
+	cp "$tests_file" "$results/expected-tests"
+	tar -cf "$work/results.img" -C "$work/input" tests
+fi
 truncate -s 64M "$work/results.img"
 drives=(-drive "file=$work/results.img,format=raw,if=virtio,cache=unsafe")
 i=0
@@ -89,6 +102,38 @@ qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$cpus,sockets=$c
 	-kernel "$RTHIN_KBUILD/vmlinux" -initrd "$initramfs" -append "$cmdline"
 	-display none -monitor none -no-reboot "${drives[@]}")
 
+# sample_host PID PIDFILE CONSOLE: while PID (the VM's timeout wrapper)
+# lives, prints "NAME EPOCH CPU" when the console shows "=== NAME" (a test
+# starts; scripts/vm/init prints it): the host's clock and the QEMU process's
+# CPU time (user + system, in 1/CLK_TCK s) then, checked once a second. The
+# first line is "boot", the last "exit". scripts/vm/timing.py turns this
+# into each test's wall and host CPU time.
+sample_host() {
+	local pid=$1 pidfile=$2 console=$3 qpid= seen=0 cpu=0
+	marks() {
+		local n now
+		now=$(date +%s.%N)
+		[ -n "$qpid" ] || qpid=$(cat "$pidfile" 2>/dev/null) || true
+		if [ -n "$qpid" ] && [ -r "/proc/$qpid/stat" ]; then
+			cpu=$(awk '{print $14 + $15}' "/proc/$qpid/stat" 2>/dev/null) || true
+		fi
+		n=$(grep -ac '^=== ' "$console" 2>/dev/null) || n=0
+		if [ "$n" -gt "$seen" ]; then
+			grep -a '^=== ' "$console" | sed -n "$((seen + 1)),${n}p" | tr -d '\r' |
+				while read -r _ name _; do echo "$name $now $cpu"; done
+			seen=$n
+		fi
+	}
+	echo "boot $(date +%s.%N) 0"
+	while kill -0 "$pid" 2>/dev/null; do
+		marks
+		sleep 1
+	done
+	marks
+	echo "exit $(date +%s.%N) $cpu"
+	echo "clk_tck $(getconf CLK_TCK) 0"
+}
+
 console=$results/console.log
 status=0
 if [ "$mode" = shell ]; then
@@ -97,7 +142,13 @@ elif [ "$mode" = demo ] || [ "$mode" = bench ]; then
 	# The demo's and the benchmark's output is for people: show it live, keep a copy.
 	timeout -k 10 "$timeout" "${qemu[@]}" -serial stdio | tee "$console" || status=$?
 else
-	timeout -k 10 "$timeout" "${qemu[@]}" -serial "file:$console" || status=$?
+	: >"$console"
+	timeout -k 10 "$timeout" "${qemu[@]}" -serial "file:$console" -pidfile "$work/qemu.pid" &
+	vm=$!
+	sample_host "$vm" "$work/qemu.pid" "$console" >"$results/host-timing" &
+	sampler=$!
+	wait "$vm" || status=$?
+	wait "$sampler" || true
 fi
 if [ "$status" = 124 ] || [ "$status" = 137 ]; then
 	log "the VM hit its ${timeout}s time limit; console log: $console"
@@ -107,13 +158,12 @@ if ! tar -xf "$work/results.img" -C "$results" 2>/dev/null || [ ! -f "$results/v
 	log "the VM wrote no results (crash, panic or timeout). Last console lines:"
 	tail -40 "$console" >&2 || true
 	rm -rf "$work"
+	[ "$report" = 1 ] || exit 1
 	echo "0 passed, 1 failed"
 	exit 1
 fi
 rm -rf "$work"
 [ "$mode" = check ] || exit 0
+[ "$report" = 1 ] || exit 0
 # The KUnit suites the module declares: each must report, or the run fails.
-suites=$(grep -rhoE 'kunit_tests\(([a-z0-9_]+)\)' "$RTHIN_ROOT/rust" --include='*.rs' |
-	sed -E 's/kunit_tests\((.*)\)/\1/' | sort -u)
-# shellcheck disable=SC2086
-exec python3 "$RTHIN_ROOT/scripts/vm/report.py" "$results" $suites
+exec python3 "$RTHIN_ROOT/scripts/vm/report.py" --suites "$(kunit_suites)" "$results"

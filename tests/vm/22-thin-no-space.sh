@@ -35,7 +35,9 @@ case $(dmsetup status pool) in *" rw "*) ;; *) fail "pool left write mode: $(dms
 run dd if=/dev/urandom of=/tmp/blk bs=64k count=1 2>/dev/null
 dd if=/tmp/blk of=/dev/mapper/thin bs=64k seek=200 count=1 oflag=direct 2>/dev/null &
 writer=$!
-sleep 2
+# The pool reports out_of_data_space once the write has met the full pool.
+out_of_space() { case $(dmsetup status pool) in *" out_of_data_space "*) return 0 ;; esac; return 1; }
+wait_for 20 out_of_space || fail "pool not out_of_data_space 20 s after a write to it: $(dmsetup status pool)"
 kill -0 $writer 2>/dev/null || fail "the write to a full pool did not wait"
 status=$(dmsetup status pool)
 echo "$status"

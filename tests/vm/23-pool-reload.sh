@@ -33,9 +33,14 @@ run dmsetup suspend pool
 run dmsetup resume pool
 run dd if=/dev/urandom of=/tmp/small bs=4k count=1 2>/dev/null
 run dd if=/tmp/small of=/dev/mapper/thin bs=4k seek=$((7 * 16)) oflag=direct 2>/dev/null
-sleep 3 # the waker commits
-run dd if=$meta of=/tmp/meta.img bs=1M 2>/dev/null
-run thin_dump /tmp/meta.img >/tmp/dump.xml
+# The waker commits within a second or two: wait for the mapping on disk
+# (thin_dump opens its device exclusively: read a copy, with O_DIRECT, as
+# the page cache would keep showing the first read's stale blocks).
+committed() {
+	dd if=$meta of=/tmp/meta.img bs=1M iflag=direct 2>/dev/null && thin_dump /tmp/meta.img >/tmp/dump.xml &&
+		grep -q 'origin_block="7" data_block=' /tmp/dump.xml
+}
+wait_for 10 committed || echo "no commit of block 7 within 10 s"
 rm -f /tmp/meta.img
 data_block=$(sed -n 's/.*origin_block="7" data_block="\([0-9]*\)".*/\1/p' /tmp/dump.xml)
 [ -n "$data_block" ] || fail "no mapping for block 7: $(grep -A3 'dev_id="1"' /tmp/dump.xml)"

@@ -45,6 +45,17 @@ expect_rc() {
 	[ -z "$out" ] || echo "$out" | sed 's/^/    /'
 }
 
+# wait_for SECONDS CMD...: runs CMD every 0.2 s until it succeeds (0) or
+# SECONDS have passed (1). For waits on a condition instead of a fixed sleep.
+wait_for() {
+	local end=$(($(date +%s) + $1))
+	shift
+	while ! "$@"; do
+		[ "$(date +%s)" -lt "$end" ] || return 1
+		sleep 0.2 2>/dev/null || sleep 1
+	done
+}
+
 # expect_dmesg "TEXT": the kernel log must contain TEXT.
 expect_dmesg() {
 	dmesg | grep -qF "$1" || fail "kernel log lacks '$1'"
