@@ -146,6 +146,11 @@ mod core_suite {
     }
 
     #[test]
+    fn mapping_cache_mark_all_shared() {
+        assert!(crate::mapping_cache::selftest::mark_all_shared());
+    }
+
+    #[test]
     fn mapping_cache_ranges_and_limits() {
         assert!(crate::mapping_cache::selftest::ranges_and_limits());
     }

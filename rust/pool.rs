@@ -710,13 +710,21 @@ impl PoolState {
         self.report(&change);
     }
 
-    /// Forgets the cached mappings of `dev` (all devices if `None`) and waits
+    /// Forgets every cached mapping (the metadata rolled back) and waits
     /// until no map call can still use one.
-    fn forget_mappings(&self, dev: Option<u32>) {
+    fn forget_mappings(&self) {
         for t in self.thins.iter() {
-            if dev.is_none_or(|d| d == t.dev_id) {
-                t.forget_all();
-            }
+            t.forget_all();
+        }
+        rcu::synchronize_rcu();
+    }
+
+    /// Marks the cached mappings of thin device `dev` shared (it was
+    /// snapshotted) and waits until no map call can still remap a write with
+    /// an unshared one; reads keep their fast path.
+    fn mark_mappings_shared(&self, dev: u32) {
+        for t in self.thins.iter().filter(|t| t.dev_id == dev) {
+            t.mark_all_shared();
         }
         rcu::synchronize_rcu();
     }
@@ -733,7 +741,7 @@ impl PoolState {
         pr_err!("{}: aborting current metadata transaction\n", self.name());
         let abort_ok = self.md.abort().is_ok();
         self.epoch = self.epoch.wrapping_add(1);
-        self.forget_mappings(None);
+        self.forget_mappings();
         // The changes since the last commit are gone: a durable bio of a thin
         // that had some must fail from now on (dm-thin's
         // aborted_with_changes), and the metadata is the committed one again.
@@ -1230,8 +1238,8 @@ impl PoolState {
                 let r = self.md.create_snap(dev_id.into(), origin_id.into());
                 if r.is_ok() {
                     // The origin's blocks are shared now: its writes must
-                    // stop taking the fast path.
-                    self.forget_mappings(Some(origin_id));
+                    // stop taking the fast path, its reads need not.
+                    self.mark_mappings_shared(origin_id);
                 }
                 r
             }

@@ -34,10 +34,11 @@
 //! argument.
 //!
 //! **Invalidation.** Only workers and message handlers holding the pool lock
-//! write the cache. A snapshot of the device or a metadata abort drops the
-//! affected entries and then waits for an RCU grace period, after which no
-//! map call can still be using a dropped entry; a discard drops its entries
-//! and relies on the in-flight tracker instead.
+//! write the cache. A snapshot of the device marks its entries shared (reads
+//! stay on the fast path) and a metadata abort drops every entry; both then
+//! wait for an RCU grace period, after which no map call can still be using
+//! an old entry. A discard drops its entries and relies on the in-flight
+//! tracker instead.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::{
@@ -229,12 +230,21 @@ impl ThinIo {
         }
     }
 
-    /// Forgets every cached mapping (the device was snapshotted, or the
-    /// metadata rolled back). The caller holds the pool lock and waits for a
-    /// grace period ([`rcu::synchronize_rcu`]) before relying on it.
+    /// Forgets every cached mapping (the metadata rolled back). The caller
+    /// holds the pool lock and waits for a grace period
+    /// ([`rcu::synchronize_rcu`]) before relying on it.
     pub(crate) fn forget_all(&self) {
         if let Some(c) = self.cache() {
             c.clear();
+        }
+    }
+
+    /// Marks every cached mapping shared (the device was snapshotted). The
+    /// caller holds the pool lock and waits for a grace period before
+    /// relying on it.
+    pub(crate) fn mark_all_shared(&self) {
+        if let Some(c) = self.cache() {
+            c.mark_all_shared();
         }
     }
 

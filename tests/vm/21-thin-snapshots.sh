@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # Copy-on-write in one pass: after create_snap the origin's blocks are shared;
-# writes to either side break sharing (the fast path must stop remapping the
-# origin's writes in place), each side keeps its own data, reads of shared
-# blocks work from both, and deleting the snapshot returns its blocks.
+# its reads stay on the fast path, writes to either side break sharing (the
+# fast path must stop remapping the origin's writes in place), each side keeps
+# its own data, reads of shared blocks work from both, and deleting the
+# snapshot returns its blocks.
 . /rthin/tests/lib.sh
 
 meta=/dev/ram0 data=/dev/ram1
@@ -21,6 +22,17 @@ run dmsetup suspend origin
 run dmsetup message pool 0 "create_snap 2 1"
 run dmsetup resume origin
 run dmsetup create snap --table "0 $vol rthin /dev/mapper/pool 2"
+
+# The snapshot keeps the origin's reads on the fast path: create_snap marks
+# its cached mappings shared instead of forgetting them.
+pool_dev=$(dmsetup info -c --noheadings -o major,minor pool | tr -d ' ')
+origin_dev=$(dmsetup info -c --noheadings -o major,minor origin | tr -d ' ')
+deferred() { awk '$1 == "deferred" { print $2 }' "/sys/kernel/debug/rthin-$pool_dev/$origin_dev"; }
+before=$(deferred)
+run dd if=/dev/mapper/origin of=/dev/null bs=1M count=8 iflag=direct 2>/dev/null
+after=$(deferred)
+[ -n "$before" ] && [ "$after" = "$before" ] ||
+	fail "reads of the snapshotted origin went through the workers (deferred $before -> $after)"
 
 # Overwrite 4 KiB in each of the first 64 blocks of the origin.
 run dd if=/dev/urandom of=/tmp/b bs=4k count=64 2>/dev/null

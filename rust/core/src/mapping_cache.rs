@@ -13,9 +13,10 @@
 //!
 //! Only the pool's workers write slots, always under the pool lock, right
 //! after the metadata B-tree told them the answer; the map call reads them
-//! lock-free under `rcu_read_lock`. Whoever invalidates slots (a snapshot of
-//! the device, a discard, a metadata abort) waits for an RCU grace period
-//! before relying on no map call still using the old answer. dm-thin's data
+//! lock-free under `rcu_read_lock`. Whoever invalidates slots or marks them
+//! shared (a snapshot of the device, a metadata abort) waits for an RCU grace
+//! period before relying on no map call still using the old answer (a
+//! discard relies on the module's in-flight tracker instead). dm-thin's data
 //! block numbers fit in 40 bits (its on-disk mappings pack them so), which
 //! leaves 22 tag bits: a volume of up to `slots << 22` blocks is fully
 //! cacheable, and a block beyond that is simply never cached (its bios take
@@ -150,6 +151,19 @@ impl<'a> MappingCache<'a> {
         }
     }
 
+    /// Marks every cached mapping shared (the device was snapshotted: its
+    /// blocks stay readable in place, writes must break sharing). Only
+    /// writers holding the pool lock call this, so a slot cannot change
+    /// between its load and its store.
+    pub fn mark_all_shared(&self) {
+        for slot in self.slots {
+            let v = slot.load(Ordering::Relaxed);
+            if v & VALID != 0 && v & SHARED == 0 {
+                slot.store(v | SHARED, Ordering::Release);
+            }
+        }
+    }
+
     /// Forgets everything.
     pub fn clear(&self) {
         for slot in self.slots {
@@ -183,6 +197,22 @@ pub mod selftest {
         c.invalidate(11);
         ok &= c.get(11).is_none();
         ok
+    }
+
+    /// Marking everything shared keeps every mapping (now shared) and
+    /// leaves empty slots empty.
+    pub fn mark_all_shared() -> bool {
+        let slots: [AtomicU64; 8] = Default::default();
+        let Some(c) = MappingCache::new(&slots) else {
+            return false;
+        };
+        let m = |data_block, shared| CachedMapping { data_block, shared };
+        let mut ok = c.publish(1, m(10, false)) && c.publish(2, m(20, true));
+        ok &= c.publish(13, m(30, false));
+        c.mark_all_shared();
+        ok &= c.get(1) == Some(m(10, true)) && c.get(2) == Some(m(20, true));
+        ok &= c.get(13) == Some(m(30, true)) && c.get(5).is_none();
+        ok && (0..16).filter(|&v| c.get(v).is_some()).count() == 3
     }
 
     /// Ranges, the whole-array walk, clearing and unrepresentable values.
@@ -224,6 +254,11 @@ mod tests {
     #[test]
     fn publish_get_invalidate() {
         assert!(super::selftest::publish_get_invalidate());
+    }
+
+    #[test]
+    fn mark_all_shared() {
+        assert!(super::selftest::mark_all_shared());
     }
 
     #[test]
