@@ -316,9 +316,7 @@ impl ThinIo {
     /// use is looked up ([`IoTracker`]): held until the bio completes.
     fn track(&self, bio: &mut OwnedBio) {
         if let Some(token) = self.pool.tracker.enter() {
-            if let Some(extra) = bio.track(token) {
-                self.pool.tracker.exit(extra);
-            }
+            bio.track(&self.pool.tracker, token);
         }
     }
 
@@ -409,9 +407,7 @@ impl ThinIo {
         match to {
             Some(to) => {
                 bio.remap_bdev(self.pool_bdev, to);
-                if let Some(extra) = bio.track(token) {
-                    self.pool.tracker.exit(extra);
-                }
+                bio.track(&self.pool.tracker, token);
                 true
             }
             None => {

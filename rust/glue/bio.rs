@@ -15,7 +15,7 @@ use kernel::bindings;
 use super::{
     bindings as dm,
     dm::{BdevHandle, DmDev},
-    inflight::IoToken,
+    inflight::{IoToken, IoTracker},
 };
 use crate::dm_pool_mode::IoError;
 
@@ -113,17 +113,21 @@ unsafe fn per_bio_of<'a>(raw: NonNull<bindings::bio>, per_bio: bool) -> Option<&
     NonNull::new(p.cast::<PerBio>()).map(|mut p| unsafe { p.as_mut() })
 }
 
-/// Stores `token` in the per-bio data; returns the token the caller must end
-/// itself: `token` when there is no per-bio data, or one stored before.
-fn store_token(ctx: Option<&mut PerBio>, token: IoToken) -> Option<IoToken> {
-    match ctx {
+/// Stores `token`, a read side of `tracker`, in the per-bio data. Ends it
+/// at once if there is no per-bio data (the bio is then untracked), and ends
+/// one stored before (a bio holds one read side at most).
+fn store_token(ctx: Option<&mut PerBio>, tracker: &IoTracker, token: IoToken) {
+    let extra = match ctx {
         Some(ctx) => {
             let old = core::mem::replace(&mut ctx.inflight, token.into_raw());
             // SAFETY: a non-null `inflight` was stored from a token here and
-            // not ended (it is replaced, so it ends once, by the caller).
+            // not ended (it is replaced, so it ends once, below).
             NonNull::new(old).map(|p| unsafe { IoToken::from_raw(p) })
         }
         None => Some(token),
+    };
+    if let Some(t) = extra {
+        tracker.exit(t);
     }
 }
 
@@ -315,11 +319,10 @@ impl Bio<'_> {
         }
     }
 
-    /// Records the bio's in-flight read side, ended when the bio completes
-    /// ([`Self::take_inflight`] in `end_io`). Returns a token the caller must
-    /// end itself (there was no per-bio data, or the bio held one already).
-    pub(crate) fn track(&mut self, token: IoToken) -> Option<IoToken> {
-        store_token(self.per_bio_data(), token)
+    /// Records the bio's in-flight read side (of `tracker`), ended when the
+    /// bio completes ([`Self::take_inflight`] in `end_io`).
+    pub(crate) fn track(&mut self, tracker: &IoTracker, token: IoToken) {
+        store_token(self.per_bio_data(), tracker, token);
     }
 
     /// The in-flight read side recorded by [`Self::track`], once.
@@ -366,8 +369,8 @@ impl OwnedBio {
     }
 
     /// As [`Bio::track`], for a bio a worker remaps.
-    pub(crate) fn track(&mut self, token: IoToken) -> Option<IoToken> {
-        store_token(self.per_bio(), token)
+    pub(crate) fn track(&mut self, tracker: &IoTracker, token: IoToken) {
+        store_token(self.per_bio(), tracker, token);
     }
 
     /// Records the provision and the owner in the per-bio data; `None` if
