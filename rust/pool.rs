@@ -143,7 +143,7 @@ impl PoolFlags {
     fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "commits {}", self.commits.load(Ordering::Relaxed))?;
         writeln!(f, "dirty {}", u8::from(self.dirty()))?;
-        writeln!(f, "changes {}", self.changes.load(Ordering::Relaxed))?;
+        writeln!(f, "changes {}", self.changes())?;
         writeln!(f, "committed {}", self.committed())
     }
 
@@ -804,14 +804,7 @@ impl PoolState {
         self.flags.committed.store(covers, Ordering::Release);
         self.flags.commits.fetch_add(1, Ordering::Relaxed);
         // Covered now, but for changes lost before.
-        let mut i = 0;
-        while let Some(&(_, gen)) = self.closed_changes.get(i) {
-            if gen == u64::MAX {
-                i += 1;
-            } else {
-                let _ = self.closed_changes.remove(i);
-            }
-        }
+        self.closed_changes.retain(|c| c.1 == u64::MAX);
         self.closed_changes_unknown = false;
         if self.freed_since_commit {
             // Blocks freed in this transaction are allocatable from now on:
@@ -910,34 +903,29 @@ impl PoolState {
     /// numbers stay open until they are passed down).
     fn take_passdowns_of(&mut self, thin: &ThinIo) -> KVec<Passdown> {
         let owner = core::ptr::from_ref(thin).addr();
-        let mut mine = KVec::new();
-        let mut i = 0;
-        while let Some(p) = self.awaiting_gp.get(i) {
-            if p.owner != owner || mine.reserve(1, GFP_KERNEL).is_err() {
-                i += 1;
-                continue;
-            }
-            if let Ok(p) = self.awaiting_gp.remove(i) {
-                let _ = mine.push_within_capacity(p);
-            }
-        }
-        mine
+        self.take_passdowns(|_, p| p.owner == owner)
     }
 
     /// The queued passdowns whose grace period has ended, oldest first.
     fn take_passdowns_past_grace_period(&mut self) -> KVec<Passdown> {
-        let mut ready = KVec::new();
+        self.take_passdowns(|tracker, p| tracker.poll(p.cookie))
+    }
+
+    /// Takes the queued passdowns that `take` picks out of the queue, in
+    /// order; one that finds no memory to move to stays queued.
+    fn take_passdowns(&mut self, take: impl Fn(&IoTracker, &Passdown) -> bool) -> KVec<Passdown> {
+        let mut taken = KVec::new();
         let mut i = 0;
         while let Some(p) = self.awaiting_gp.get(i) {
-            if !self.tracker.poll(p.cookie) || ready.reserve(1, GFP_KERNEL).is_err() {
+            if !take(&self.tracker, p) || taken.reserve(1, GFP_KERNEL).is_err() {
                 i += 1;
                 continue;
             }
             if let Ok(p) = self.awaiting_gp.remove(i) {
-                let _ = ready.push_within_capacity(p);
+                let _ = taken.push_within_capacity(p);
             }
         }
-        ready
+        taken
     }
 
     /// Registers a constructed thin target's I/O state.
