@@ -146,8 +146,13 @@ mod core_suite {
     }
 
     #[test]
-    fn mapping_cache_mark_all_shared() {
-        assert!(crate::mapping_cache::selftest::mark_all_shared());
+    fn mapping_cache_fills_and_evicts() {
+        assert!(crate::mapping_cache::selftest::fills_and_evicts());
+    }
+
+    #[test]
+    fn mapping_cache_per_device_changes() {
+        assert!(crate::mapping_cache::selftest::per_device_changes());
     }
 
     #[test]

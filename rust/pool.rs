@@ -59,8 +59,10 @@ use crate::{
         registry,
         ticker::{Tick, Ticker},
     },
+    mapping_cache::CachedMapping,
+    pool_cache::{PoolCache, PoolCacheReader},
     thin_io::{ThinCounters, ThinIo},
-    thin_metadata::ThinMetadata,
+    thin_metadata::{LookupResult, ThinMetadata},
 };
 
 /// How long bios wait for data space before erroring (the `no_space_timeout`
@@ -136,6 +138,8 @@ pub(crate) struct PoolFlags {
     fails_io: AtomicBool,
     /// Metadata commits done.
     commits: AtomicU64,
+    /// Slots of the pool's mapping cache.
+    mapping_cache_slots: AtomicU64,
 }
 
 impl PoolFlags {
@@ -144,7 +148,9 @@ impl PoolFlags {
         writeln!(f, "commits {}", self.commits.load(Ordering::Relaxed))?;
         writeln!(f, "dirty {}", u8::from(self.dirty()))?;
         writeln!(f, "changes {}", self.changes())?;
-        writeln!(f, "committed {}", self.committed())
+        writeln!(f, "committed {}", self.committed())?;
+        let slots = self.mapping_cache_slots.load(Ordering::Relaxed);
+        writeln!(f, "mapping_cache_slots {slots}")
     }
 
     /// Metadata changed since the last commit that reached stable storage.
@@ -189,6 +195,8 @@ pub(crate) struct PoolObj {
     pub(crate) kcopyd: Kcopyd,
     /// Lock-free view for the map path.
     pub(crate) flags: Arc<PoolFlags>,
+    /// The map path's view of the mapping cache.
+    pub(crate) mappings: PoolCacheReader,
     /// Periodic commit and no-space deadline.
     #[pin]
     waker: Ticker<PoolObj>,
@@ -513,6 +521,8 @@ pub(crate) struct PoolState {
     features: PoolFeatures,
     /// The I/O state of every constructed thin target.
     thins: KVec<Arc<ThinIo>>,
+    /// The mapping cache of all the pool's thin devices (its writers' side).
+    cache: PoolCache,
     /// Virtual blocks being provisioned (capacity [`CELL_CAPACITY`]).
     cells: KVec<Cell>,
     /// Some thin holds bios that found the cell table full.
@@ -713,8 +723,8 @@ impl PoolState {
     /// Forgets every cached mapping (the metadata rolled back) and waits
     /// until no map call can still use one.
     fn forget_mappings(&self) {
-        for t in self.thins.iter() {
-            t.forget_all();
+        if let Some(c) = self.cache.get() {
+            c.clear();
         }
         rcu::synchronize_rcu();
     }
@@ -723,10 +733,42 @@ impl PoolState {
     /// snapshotted) and waits until no map call can still remap a write with
     /// an unshared one; reads keep their fast path.
     fn mark_mappings_shared(&self, dev: u32) {
-        for t in self.thins.iter().filter(|t| t.dev_id == dev) {
-            t.mark_all_shared();
+        if let Some(c) = self.cache.get() {
+            c.mark_dev_shared(dev);
         }
         rcu::synchronize_rcu();
+    }
+
+    /// Looks up `vblock` of thin device `dev` and caches every mapping of
+    /// the B-tree leaf it lives in: one walk serves its neighbours' first
+    /// touch too.
+    pub(crate) fn lookup_and_cache(
+        &self,
+        dev: u32,
+        vblock: u64,
+    ) -> Result<Option<LookupResult>, CoreError> {
+        let cache = self.cache.get();
+        self.md.lookup_leaf(dev.into(), vblock, |k, r| {
+            if let Some(c) = &cache {
+                c.publish(
+                    dev,
+                    k,
+                    CachedMapping {
+                        data_block: r.mapping.data_block,
+                        shared: r.shared,
+                    },
+                );
+            }
+        })
+    }
+
+    /// Caches a mapping just made: `vblock` of `dev` is `data_block`,
+    /// unshared.
+    pub(crate) fn cache_new_mapping(&self, dev: u32, vblock: u64, data_block: u64) {
+        if let Some(c) = self.cache.get() {
+            let shared = false;
+            c.publish(dev, vblock, CachedMapping { data_block, shared });
+        }
     }
 
     /// dm-thin's `metadata_operation_failed`: log, roll back to the last
@@ -1159,7 +1201,9 @@ impl PoolState {
         mut freed: impl FnMut(u64),
     ) -> Result<u64, CoreError> {
         let dev = u64::from(thin.dev_id);
-        thin.forget_range(first, end);
+        if let Some(c) = self.cache.get() {
+            c.invalidate_range(thin.dev_id, first, end);
+        }
         let mut n = 0;
         let mut any_freed = false;
         let mut from = first;
@@ -1196,6 +1240,15 @@ impl PoolState {
         }
         self.freed_since_commit |= any_freed;
         Ok(n)
+    }
+
+    /// Sizes the mapping cache for the pool's data blocks (they grew).
+    fn grow_cache(&mut self) {
+        self.cache.grow_for(self.md.data_usage().total);
+        let slots = self.cache.slots();
+        self.flags
+            .mapping_cache_slots
+            .store(slots, Ordering::Relaxed);
     }
 
     /// The metadata.
@@ -1235,7 +1288,13 @@ impl PoolState {
                 if self.thins.iter().any(|t| t.dev_id == dev_id) {
                     Err(CoreError::Busy)
                 } else {
-                    self.md.delete(dev_id.into())
+                    let r = self.md.delete(dev_id.into());
+                    // No target of the device is left to read the cache,
+                    // and a later one starts after this.
+                    if let (Ok(()), Some(c)) = (r, self.cache.get()) {
+                        c.invalidate_dev(dev_id);
+                    }
+                    r
                 }
             }
             PoolMessage::SetTransactionId { current, new, .. } => {
@@ -1410,6 +1469,10 @@ fn find_or_create(
     let metadata_md = open_metadata(metadata, block_size, features.read_only)?;
     let flags = Arc::new(PoolFlags::default(), GFP_KERNEL).map_err(|_| alloc)?;
     let tracker = Arc::pin_init(IoTracker::new(), GFP_KERNEL).map_err(|_| alloc)?;
+    let (cache, mappings) = PoolCache::new(metadata_md.data_usage().total).map_err(|_| alloc)?;
+    flags
+        .mapping_cache_slots
+        .store(cache.slots(), Ordering::Relaxed);
     let debugfs = match CString::try_from_fmt(fmt!("rthin-{}", md.name())) {
         Ok(name) => Dir::new(&name),
         Err(_) => Dir::new(c"rthin"),
@@ -1427,6 +1490,7 @@ fn find_or_create(
         last_table_id: 1,
         features,
         thins: KVec::new(),
+        cache,
         cells: KVec::with_capacity(CELL_CAPACITY, GFP_KERNEL).map_err(|_| alloc)?,
         waiting_for_cells: false,
         waiting_for_reuse: false,
@@ -1462,6 +1526,7 @@ fn find_or_create(
             wq,
             kcopyd,
             flags,
+            mappings,
             waker <- Ticker::new(WAKER_PERIOD_MS),
             tracker,
             gp_waiter <- GpWaiter::new(),
@@ -1683,6 +1748,9 @@ impl TargetOps for Pool {
         );
         st.report(&change);
         let grew_data = st.maybe_grow(Space::Data, self.nr_data_blocks)?;
+        if grew_data {
+            st.grow_cache();
+        }
         let metadata_blocks = usable_metadata_blocks(st.md.store_mut().refresh_size());
         let grew_metadata = st.maybe_grow(Space::Metadata, metadata_blocks)?;
         if let (true, Some(dev)) = (grew_metadata, self.metadata.handle()) {

@@ -56,6 +56,7 @@ mod cpu_counter;
 mod glue;
 mod kunit;
 mod pool;
+mod pool_cache;
 mod thin;
 mod thin_io;
 
@@ -71,6 +72,10 @@ module! {
         dm_thin_names: bool {
             default: false,
             description: "Register as thin-pool/thin instead of rthin-pool/rthin (for LVM2; needs dm-thin-pool unloaded)",
+        },
+        mapping_cache_mb: u32 {
+            default: 64,
+            description: "Most memory one pool's mapping cache takes, in MiB (16 bytes per data block up to this; read at pool creation and growth)",
         },
 
     },

@@ -117,7 +117,6 @@ impl TargetOps for Thin {
                 dev_id: parsed.dev_id,
                 pool_bdev: pool_dev.handle().ok_or(oom)?,
                 geometry,
-                nr_vblocks: geometry.block_of(ti.len()).saturating_add(1),
                 origin: origin.as_ref().and_then(DmDev::handle),
                 counters,
                 changed: st.thin_changed_floor(parsed.dev_id),

@@ -59,7 +59,6 @@ use crate::{
         dm::{BdevHandle, MapResult},
         kcopyd::CopyFailed,
     },
-    mapping_cache::{slots_for, CachedMapping, MappingCache},
     pool::{AllocFailure, PoolState, Reuse, SharedPool},
 };
 
@@ -128,7 +127,6 @@ pub(crate) struct ThinIo {
     geometry: BlockGeometry,
     /// The external origin, if the table names one.
     origin: Option<ExternalOrigin>,
-    slots: KVVec<AtomicU64>,
     /// Bios deferred by the map call, and anything that may wait.
     queues: CpuQueues<ThinIo>,
     /// Completed whole-block writes of provisions: never wait on anything
@@ -170,7 +168,6 @@ pub(crate) struct ThinIoConfig {
     pub(crate) dev_id: u32,
     pub(crate) pool_bdev: BdevHandle,
     pub(crate) geometry: BlockGeometry,
-    pub(crate) nr_vblocks: u64,
     pub(crate) origin: Option<BdevHandle>,
     /// The device's counters (shared with other targets of the device).
     pub(crate) counters: Arc<ThinCounters>,
@@ -182,12 +179,6 @@ pub(crate) struct ThinIoConfig {
 impl ThinIo {
     /// Creates the I/O state; the caller registers it with the pool.
     pub(crate) fn new(pool: SharedPool, cfg: ThinIoConfig) -> Result<Arc<Self>> {
-        let nr_slots = slots_for(cfg.nr_vblocks);
-        let mut slots = KVVec::with_capacity(nr_slots, GFP_KERNEL)?;
-        for _ in 0..nr_slots {
-            // Cannot fail: the capacity covers every slot.
-            let _ = slots.push_within_capacity(AtomicU64::new(0));
-        }
         let queues = CpuQueues::new(Lane::Deferred)?;
         let completed = CpuQueues::new(Lane::Completed)?;
         let io = Arc::pin_init(
@@ -200,7 +191,6 @@ impl ThinIo {
                     bdev,
                     sectors: AtomicU64::new(bdev.nr_sectors()),
                 }),
-                slots,
                 queues,
                 completed,
                 held <- new_spinlock!((BioList::new(), false), "rthin_held"),
@@ -215,36 +205,10 @@ impl ThinIo {
         Ok(io)
     }
 
-    fn cache(&self) -> Option<MappingCache<'_>> {
-        MappingCache::new(&self.slots)
-    }
-
-    fn dev(&self) -> u64 {
-        u64::from(self.dev_id)
-    }
-
     /// Re-reads the external origin's size (thin preresume, as dm-thin).
     pub(crate) fn refresh_origin_size(&self) {
         if let Some(o) = &self.origin {
             o.sectors.store(o.bdev.nr_sectors(), Ordering::Relaxed);
-        }
-    }
-
-    /// Forgets every cached mapping (the metadata rolled back). The caller
-    /// holds the pool lock and waits for a grace period
-    /// ([`rcu::synchronize_rcu`]) before relying on it.
-    pub(crate) fn forget_all(&self) {
-        if let Some(c) = self.cache() {
-            c.clear();
-        }
-    }
-
-    /// Marks every cached mapping shared (the device was snapshotted). The
-    /// caller holds the pool lock and waits for a grace period before
-    /// relying on it.
-    pub(crate) fn mark_all_shared(&self) {
-        if let Some(c) = self.cache() {
-            c.mark_all_shared();
         }
     }
 
@@ -398,7 +362,7 @@ impl ThinIo {
             return false;
         };
         let guard = rcu::read_lock();
-        let hit = self.cache().and_then(|c| c.get(vblock));
+        let hit = (self.pool.mappings.get(&guard)).and_then(|c| c.get(self.dev_id, vblock));
         drop(guard);
         let to = match hit {
             Some(m) if !(write && m.shared) => self.geometry.remap(m.data_block, sector),
@@ -489,7 +453,7 @@ impl ThinIo {
             Ok(()) => return,
             Err(bio) => bio,
         };
-        let found = match st.metadata().lookup(self.dev(), vblock) {
+        let found = match st.lookup_and_cache(self.dev_id, vblock) {
             Ok(found) => found,
             Err(_) => {
                 drop(st);
@@ -507,15 +471,6 @@ impl ThinIo {
         ) {
             (BioAction::Remap, Some(r)) => {
                 let data_block = r.mapping.data_block;
-                if let Some(c) = self.cache() {
-                    c.publish(
-                        vblock,
-                        CachedMapping {
-                            data_block,
-                            shared: r.shared,
-                        },
-                    );
-                }
                 // Under the lock the lookup was made under: an unmapping of
                 // the block comes after, and waits for the bio.
                 self.track(&mut bio);
@@ -824,15 +779,7 @@ impl ThinIo {
                 // waits for this bio.
                 self.track(bio);
             }
-            if let Some(c) = self.cache() {
-                c.publish(
-                    vblock,
-                    CachedMapping {
-                        data_block,
-                        shared: false,
-                    },
-                );
-            }
+            st.cache_new_mapping(self.dev_id, vblock, data_block);
             let counter = if copied {
                 &self.counters.sharing_broken
             } else {
@@ -890,13 +837,6 @@ impl ThinIo {
         }
         bio.complete(None);
     }
-
-    /// Forgets the cached mappings of `[first, end)` (caller holds the lock).
-    pub(crate) fn forget_range(&self, first: u64, end: u64) {
-        if let Some(c) = self.cache() {
-            c.invalidate_range(first, end);
-        }
-    }
 }
 
 impl Requeue for ThinIo {
@@ -922,37 +862,40 @@ impl Drain for ThinIo {
 
 /// Scenarios for the module's KUnit suite.
 pub(crate) mod selftest {
-    use core::sync::atomic::AtomicU64;
+    use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use kernel::{
         prelude::*,
         sync::{rcu, Arc, Completion},
         workqueue,
     };
 
-    use crate::mapping_cache::{CachedMapping, MappingCache};
+    use crate::mapping_cache::{selftest, MappingCache, WAYS, WORDS_PER_SLOT};
 
     /// Slots shared by a writer work item and the reading test.
     #[pin_data]
     struct Shared {
-        slots: KVec<AtomicU64>,
+        words: KVec<AtomicU64>,
+        stop: AtomicBool,
         #[pin]
         written: Completion,
     }
 
-    const BLOCKS: u64 = 128;
-
-    /// Readers under `rcu_read_lock` racing a writer that publishes and
-    /// invalidates see only whole entries (the data block always belongs to
-    /// the block asked for); after a clear and a grace period, nothing.
+    /// Map-call readers under `rcu_read_lock` racing a worker that
+    /// publishes, re-publishes, invalidates and marks shared keys of two
+    /// devices that collide in a small table see only whole entries (the
+    /// data block always belongs to the key asked for); after a clear and a
+    /// grace period, nothing.
     pub(crate) fn cache_under_rcu() -> bool {
-        let Ok(mut slots) = KVec::with_capacity(64, GFP_KERNEL) else {
+        let n = 4 * WAYS * WORDS_PER_SLOT;
+        let Ok(mut words) = KVec::with_capacity(n, GFP_KERNEL) else {
             return false;
         };
-        for _ in 0..64 {
-            let _ = slots.push_within_capacity(AtomicU64::new(0));
+        for _ in 0..n {
+            let _ = words.push_within_capacity(AtomicU64::new(0));
         }
         let init = pin_init!(Shared {
-            slots,
+            words,
+            stop: AtomicBool::new(false),
             written <- Completion::new(),
         });
         let Ok(shared) = Arc::pin_init(init, GFP_KERNEL) else {
@@ -960,40 +903,30 @@ pub(crate) mod selftest {
         };
         let writer = shared.clone();
         let spawned = workqueue::system().try_spawn(GFP_KERNEL, move || {
-            if let Some(c) = MappingCache::new(&writer.slots) {
-                for round in 0..500u64 {
-                    for vblock in 0..BLOCKS {
-                        let m = CachedMapping {
-                            data_block: vblock * 1000 + round % 7,
-                            shared: round % 2 == 0,
-                        };
-                        c.publish(vblock, m);
-                        if (round + vblock) % 3 == 0 {
-                            c.invalidate(vblock);
-                        }
-                    }
+            if let Some(c) = MappingCache::new(&writer.words) {
+                let mut round = 0;
+                while !writer.stop.load(Ordering::Relaxed) && round < 100_000 {
+                    selftest::writer_round(&c, round);
+                    round += 1;
                 }
             }
             writer.written.complete_all();
         });
-        let Some(c) = MappingCache::new(&shared.slots) else {
+        let Some(c) = MappingCache::new(&shared.words) else {
             return false;
         };
         let mut ok = spawned.is_ok();
-        for _ in 0..200 {
+        for _ in 0..2000 {
             let guard = rcu::read_lock();
-            for vblock in 0..BLOCKS {
-                if let Some(m) = c.get(vblock) {
-                    ok &= m.data_block / 1000 == vblock;
-                }
-            }
+            ok &= selftest::reader_pass(&c);
             drop(guard);
         }
+        shared.stop.store(true, Ordering::Relaxed);
         if spawned.is_ok() {
             shared.written.wait_for_completion();
         }
         c.clear();
         rcu::synchronize_rcu();
-        ok && (0..BLOCKS).all(|vblock| c.get(vblock).is_none())
+        ok && c.count() == 0
     }
 }

@@ -11,5 +11,6 @@ pub(crate) mod dm;
 pub(crate) mod inflight;
 pub(crate) mod kcopyd;
 pub(crate) mod params;
+pub(crate) mod rcu_box;
 pub(crate) mod registry;
 pub(crate) mod ticker;

@@ -1,42 +1,58 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The map-path mapping cache: what lets a thin volume remap a bio in its map
-//! call without a lock.
+//! call without a lock, whatever its size.
 //!
-//! One thin target owns a power-of-two array of 64-bit slots, indexed by the
-//! low bits of the virtual block. A slot holds one resolved mapping, packed so
-//! that a single atomic load gives a consistent answer:
+//! One table per pool, shared by all of its thin devices and kept across
+//! their table reloads, sized by the pool's data blocks (one slot per data
+//! block, rounded up to a power of two, capped by the `mapping_cache_mb`
+//! module parameter): memory is bounded per pool, not per thin, and a thin
+//! device that is merely active costs nothing here.
+//!
+//! A slot is two 64-bit words, the key and the entry:
 //!
 //! ```text
-//!  63     62      61 .. 40            39 .. 0
-//! valid  shared  tag (vblock >> bits)  data block
+//!  key:    63 .. 40  device id (24 bits)     39 .. 0  virtual block
+//!  entry:  63 .. 42  sequence   41 valid   40 shared   39 .. 0  data block
 //! ```
 //!
-//! Only the pool's workers write slots, always under the pool lock, right
-//! after the metadata B-tree told them the answer; the map call reads them
-//! lock-free under `rcu_read_lock`. Whoever invalidates slots or marks them
-//! shared (a snapshot of the device, a metadata abort) waits for an RCU grace
-//! period before relying on no map call still using the old answer (a
-//! discard relies on the module's in-flight tracker instead). dm-thin's data
-//! block numbers fit in 40 bits (its on-disk mappings pack them so), which
-//! leaves 22 tag bits: a volume of up to `slots << 22` blocks is fully
-//! cacheable, and a block beyond that is simply never cached (its bios take
-//! the deferred path).
+//! Slots come in sets of [`WAYS`] (one 64-byte cache line). Consecutive
+//! virtual blocks of a device fill the ways of one set, then the next set,
+//! starting at a set picked by the device id, so a single volume with as
+//! many blocks as the pool fits exactly, and several volumes mostly do.
 //!
-//! The slot array itself is memory the glue allocates; this module only
-//! reads and writes it.
+//! Only the pool's workers write slots, one at a time under the pool lock,
+//! right after the metadata B-tree told them the answer. The map call reads
+//! them lock-free, as a seqlock reader: entry, key, entry again; every store
+//! to an entry bumps its sequence, and a writer that changes a slot's key
+//! first stores an invalid entry, so a reader that sees the same entry twice
+//! read a key that belongs to it. A reader that loses a race simply misses
+//! (its bio takes the deferred path). Whoever invalidates slots or marks
+//! them shared (a snapshot of the device, its deletion, a metadata abort)
+//! waits for an RCU grace period before relying on no map call still using
+//! the old answer (a discard relies on the module's in-flight tracker
+//! instead).
+//!
+//! dm-thin's data block numbers and device ids fit the fields (its on-disk
+//! mappings pack data blocks in 40 bits, device ids have 24); a virtual block
+//! beyond 2^40 is simply never cached. The slot memory is the glue's; this
+//! module only reads and writes it.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{fence, AtomicU64, Ordering};
 
-const VALID: u64 = 1 << 63;
-const SHARED: u64 = 1 << 62;
-const TAG_SHIFT: u32 = 40;
-const TAG_BITS: u32 = 22;
-const DATA_MASK: u64 = (1 << TAG_SHIFT) - 1;
-const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
+/// Slots per set: 4 slots of 16 bytes, one cache line.
+pub const WAYS: usize = 4;
+/// 64-bit words per slot.
+pub const WORDS_PER_SLOT: usize = 2;
+/// The fewest slots a pool's cache has.
+pub const MIN_SLOTS: u64 = 1 << 10;
 
-/// Largest slot count a thin target gets (2 MiB of slots): enough to hold
-/// every mapping of a 16 GiB volume with 64 KiB blocks.
-pub const MAX_SLOTS: u64 = 1 << 18;
+const DATA_MASK: u64 = (1 << 40) - 1;
+const SHARED: u64 = 1 << 40;
+const VALID: u64 = 1 << 41;
+const PAYLOAD: u64 = VALID | SHARED | DATA_MASK;
+const SEQ_ONE: u64 = 1 << 42;
+const VBLOCK_BITS: u32 = 40;
+const DEV_LIMIT: u32 = 1 << 24;
 
 /// A cached mapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,128 +63,256 @@ pub struct CachedMapping {
     pub shared: bool,
 }
 
-/// How many slots a volume of `nr_vblocks` virtual blocks gets: the next
-/// power of two, at least 1, at most [`MAX_SLOTS`].
-pub fn slots_for(nr_vblocks: u64) -> usize {
-    let n = nr_vblocks.clamp(1, MAX_SLOTS).next_power_of_two();
-    // MAX_SLOTS fits any usize the kernel runs on.
-    usize::try_from(n).unwrap_or(1)
+/// How many slots a pool of `nr_data_blocks` data blocks gets: one per data
+/// block, a power of two, at least [`MIN_SLOTS`], at most `max_slots`
+/// rounded down to a power of two.
+pub fn slots_for(nr_data_blocks: u64, max_slots: u64) -> u64 {
+    let cap = match max_slots.checked_ilog2() {
+        Some(bits) => 1u64 << bits,
+        None => MIN_SLOTS,
+    }
+    .max(MIN_SLOTS);
+    nr_data_blocks
+        .clamp(MIN_SLOTS, cap)
+        .checked_next_power_of_two()
+        .unwrap_or(cap)
+        .min(cap)
 }
 
-/// A view of one thin target's slot array.
+/// The key of `(dev, vblock)`, if it can be cached.
+fn key_of(dev: u32, vblock: u64) -> Option<u64> {
+    if dev >= DEV_LIMIT || vblock >> VBLOCK_BITS != 0 {
+        return None;
+    }
+    Some((u64::from(dev) << VBLOCK_BITS) | vblock)
+}
+
+fn dev_of_key(key: u64) -> u64 {
+    key >> VBLOCK_BITS
+}
+
+fn vblock_of_key(key: u64) -> u64 {
+    key & ((1 << VBLOCK_BITS) - 1)
+}
+
+fn entry_of(m: CachedMapping) -> Option<u64> {
+    if m.data_block > DATA_MASK {
+        return None;
+    }
+    Some(VALID | if m.shared { SHARED } else { 0 } | m.data_block)
+}
+
+/// The same entry with a new payload and the next sequence number.
+fn next(entry: u64, payload: u64) -> u64 {
+    (entry & !PAYLOAD).wrapping_add(SEQ_ONE) | payload
+}
+
+/// One slot's two words.
+struct Slot<'a> {
+    key: &'a AtomicU64,
+    entry: &'a AtomicU64,
+}
+
+impl Slot<'_> {
+    /// The seqlock read: the entry if the slot holds `key` and no writer
+    /// changed it meanwhile.
+    fn read(&self, key: u64) -> Option<u64> {
+        let e1 = self.entry.load(Ordering::Acquire);
+        if e1 & VALID == 0 {
+            return None;
+        }
+        let k = self.key.load(Ordering::Relaxed);
+        // Orders the key's load before the entry's second one: if the key
+        // came from a later write, its invalidating store is seen below.
+        fence(Ordering::Acquire);
+        let e2 = self.entry.load(Ordering::Relaxed);
+        (e1 == e2 && k == key).then_some(e1)
+    }
+
+    /// The writer's view (writers are serialised, so nothing changes
+    /// between its loads and its stores).
+    fn held(&self) -> Option<(u64, u64)> {
+        let e = self.entry.load(Ordering::Relaxed);
+        (e & VALID != 0).then(|| (self.key.load(Ordering::Relaxed), e))
+    }
+
+    /// Stores a new key and payload: readers see the old pair or the new
+    /// one, never a mix.
+    fn write(&self, key: u64, payload: u64) {
+        let e = self.entry.load(Ordering::Relaxed);
+        let invalid = next(e, 0);
+        self.entry.store(invalid, Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.key.store(key, Ordering::Relaxed);
+        self.entry.store(next(invalid, payload), Ordering::Release);
+    }
+
+    /// Changes the payload of a slot whose key stays.
+    fn set_payload(&self, payload: u64) {
+        let e = self.entry.load(Ordering::Relaxed);
+        self.entry.store(next(e, payload), Ordering::Release);
+    }
+
+    fn invalidate(&self) {
+        self.set_payload(0);
+    }
+}
+
+/// A view of one pool's slot array.
 pub struct MappingCache<'a> {
-    slots: &'a [AtomicU64],
-    bits: u32,
+    words: &'a [AtomicU64],
+    set_mask: u64,
 }
 
 impl<'a> MappingCache<'a> {
-    /// Wraps a slot array; `None` unless its length is a power of two.
-    pub fn new(slots: &'a [AtomicU64]) -> Option<Self> {
-        let len = slots.len();
-        if !len.is_power_of_two() {
+    /// Wraps a slot array of `WORDS_PER_SLOT` words per slot; `None` unless
+    /// it holds a power-of-two number of whole sets.
+    pub fn new(words: &'a [AtomicU64]) -> Option<Self> {
+        let sets = words.len() / (WAYS * WORDS_PER_SLOT);
+        if sets == 0 || !sets.is_power_of_two() || words.len() % (WAYS * WORDS_PER_SLOT) != 0 {
             return None;
         }
         Some(Self {
-            slots,
-            bits: len.trailing_zeros(),
+            words,
+            set_mask: (sets as u64).wrapping_sub(1),
         })
     }
 
-    /// The slot and tag of `vblock`, if it is cacheable.
-    fn locate(&self, vblock: u64) -> Option<(&AtomicU64, u64)> {
-        let tag = vblock.checked_shr(self.bits).unwrap_or(0);
-        if tag > TAG_MASK {
-            return None;
-        }
-        let mask = (self.slots.len() as u64).wrapping_sub(1);
-        let index = usize::try_from(vblock & mask).ok()?;
-        Some((self.slots.get(index)?, tag))
+    fn slot(&self, index: u64) -> Option<Slot<'a>> {
+        let i = usize::try_from(index).ok()?.checked_mul(WORDS_PER_SLOT)?;
+        Some(Slot {
+            key: self.words.get(i)?,
+            entry: self.words.get(i.checked_add(1)?)?,
+        })
     }
 
-    /// The cached mapping of `vblock`, if any.
-    pub fn get(&self, vblock: u64) -> Option<CachedMapping> {
-        let (slot, tag) = self.locate(vblock)?;
-        let v = slot.load(Ordering::Acquire);
-        if v & VALID == 0 || (v >> TAG_SHIFT) & TAG_MASK != tag {
-            return None;
-        }
+    /// The slots `(dev, vblock)` may live in, its preferred way first.
+    fn ways(&self, dev: u32, vblock: u64) -> impl Iterator<Item = Slot<'a>> + '_ {
+        // A device's blocks start at a set its id picks (Fibonacci hashing:
+        // the product's top bits, so neighbouring ids land far apart).
+        let set_bits = self.set_mask.count_ones();
+        let start = u64::from(dev)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .checked_shr(64 - set_bits)
+            .unwrap_or(0);
+        let set = (vblock / WAYS as u64).wrapping_add(start) & self.set_mask;
+        let first = vblock % WAYS as u64;
+        (0..WAYS as u64).filter_map(move |w| {
+            let way = (first + w) % WAYS as u64;
+            self.slot(set * WAYS as u64 + way)
+        })
+    }
+
+    fn all_slots(&self) -> impl Iterator<Item = Slot<'a>> + '_ {
+        let n = (self.words.len() / WORDS_PER_SLOT) as u64;
+        (0..n).filter_map(move |i| self.slot(i))
+    }
+
+    /// The cached mapping of `vblock` of device `dev`, if any (lock-free).
+    pub fn get(&self, dev: u32, vblock: u64) -> Option<CachedMapping> {
+        let key = key_of(dev, vblock)?;
+        let e = self.ways(dev, vblock).find_map(|s| s.read(key))?;
         Some(CachedMapping {
-            data_block: v & DATA_MASK,
-            shared: v & SHARED != 0,
+            data_block: e & DATA_MASK,
+            shared: e & SHARED != 0,
         })
     }
 
-    /// Records the mapping of `vblock` (replacing whatever the slot held).
-    /// Returns false, caching nothing, if the block or the data block cannot
-    /// be represented.
-    pub fn publish(&self, vblock: u64, m: CachedMapping) -> bool {
-        let Some((slot, tag)) = self.locate(vblock) else {
+    /// Records the mapping of `vblock` of device `dev`, in the slot that
+    /// holds it, else a free way of its set, else its preferred way (the
+    /// entry there is dropped). Writers only, one at a time. Returns false,
+    /// caching nothing, if the block cannot be represented.
+    pub fn publish(&self, dev: u32, vblock: u64, m: CachedMapping) -> bool {
+        let (Some(key), Some(payload)) = (key_of(dev, vblock), entry_of(m)) else {
             return false;
         };
-        if m.data_block > DATA_MASK {
-            return false;
-        }
-        let shared = if m.shared { SHARED } else { 0 };
-        slot.store(
-            VALID | shared | (tag << TAG_SHIFT) | m.data_block,
-            Ordering::Release,
-        );
-        true
-    }
-
-    /// Forgets `vblock` if its slot holds it.
-    pub fn invalidate(&self, vblock: u64) {
-        if let Some((slot, tag)) = self.locate(vblock) {
-            let v = slot.load(Ordering::Relaxed);
-            if v & VALID != 0 && (v >> TAG_SHIFT) & TAG_MASK == tag {
-                // Only workers holding the pool lock write slots, so nothing
-                // can have replaced `v` in between.
-                slot.store(0, Ordering::Release);
+        let preferred = self.ways(dev, vblock).next();
+        let mut free = None;
+        for slot in self.ways(dev, vblock) {
+            match slot.held() {
+                Some((k, e)) if k == key => {
+                    if e & PAYLOAD != payload {
+                        slot.set_payload(payload);
+                    }
+                    return true;
+                }
+                None if free.is_none() => free = Some(slot),
+                _ => {}
             }
         }
+        match free.or(preferred) {
+            Some(slot) => {
+                slot.write(key, payload);
+                true
+            }
+            None => false,
+        }
     }
 
-    /// Forgets every mapping in `[begin, end)`; walks at most one pass over
-    /// the slots whatever the range.
-    pub fn invalidate_range(&self, begin: u64, end: u64) {
-        let len = self.slots.len() as u64;
-        if end.saturating_sub(begin) >= len {
-            // Every slot may hold a block of the range: test each one.
-            for (i, slot) in self.slots.iter().enumerate() {
-                let v = slot.load(Ordering::Relaxed);
-                if v & VALID == 0 {
-                    continue;
-                }
-                let vblock = (((v >> TAG_SHIFT) & TAG_MASK) << self.bits) | i as u64;
-                if (begin..end).contains(&vblock) {
-                    slot.store(0, Ordering::Release);
-                }
-            }
-        } else {
+    /// Forgets `vblock` of device `dev`. Writers only.
+    pub fn invalidate(&self, dev: u32, vblock: u64) {
+        let Some(key) = key_of(dev, vblock) else {
+            return;
+        };
+        if let Some(slot) = self
+            .ways(dev, vblock)
+            .find(|s| s.held().is_some_and(|(k, _)| k == key))
+        {
+            slot.invalidate();
+        }
+    }
+
+    /// Forgets every mapping of device `dev` in `[begin, end)`; walks at
+    /// most one pass over the slots whatever the range. Writers only.
+    pub fn invalidate_range(&self, dev: u32, begin: u64, end: u64) {
+        let slots = (self.words.len() / WORDS_PER_SLOT) as u64;
+        if end.saturating_sub(begin) < slots {
             for vblock in begin..end {
-                self.invalidate(vblock);
+                self.invalidate(dev, vblock);
+            }
+            return;
+        }
+        let dev = u64::from(dev);
+        for slot in self.all_slots() {
+            if let Some((k, _)) = slot.held() {
+                if dev_of_key(k) == dev && (begin..end).contains(&vblock_of_key(k)) {
+                    slot.invalidate();
+                }
             }
         }
     }
 
-    /// Marks every cached mapping shared (the device was snapshotted: its
-    /// blocks stay readable in place, writes must break sharing). Only
-    /// writers holding the pool lock call this, so a slot cannot change
-    /// between its load and its store.
-    pub fn mark_all_shared(&self) {
-        for slot in self.slots {
-            let v = slot.load(Ordering::Relaxed);
-            if v & VALID != 0 && v & SHARED == 0 {
-                slot.store(v | SHARED, Ordering::Release);
+    /// Forgets every mapping of device `dev` (it was deleted). Writers only.
+    pub fn invalidate_dev(&self, dev: u32) {
+        self.invalidate_range(dev, 0, u64::MAX);
+    }
+
+    /// Marks every cached mapping of device `dev` shared (it was
+    /// snapshotted: its blocks stay readable in place, writes must break
+    /// sharing). Writers only.
+    pub fn mark_dev_shared(&self, dev: u32) {
+        let dev = u64::from(dev);
+        for slot in self.all_slots() {
+            if let Some((k, e)) = slot.held() {
+                if dev_of_key(k) == dev && e & SHARED == 0 {
+                    slot.set_payload((e & PAYLOAD) | SHARED);
+                }
             }
         }
     }
 
-    /// Forgets everything.
+    /// Forgets everything. Writers only.
     pub fn clear(&self) {
-        for slot in self.slots {
-            slot.store(0, Ordering::Release);
+        for slot in self.all_slots() {
+            if slot.held().is_some() {
+                slot.invalidate();
+            }
         }
+    }
+
+    /// How many slots hold a mapping (for debugfs; a walk of every slot).
+    pub fn count(&self) -> u64 {
+        self.all_slots().filter(|s| s.held().is_some()).count() as u64
     }
 }
 
@@ -177,92 +321,191 @@ impl<'a> MappingCache<'a> {
 pub mod selftest {
     use super::*;
 
-    /// Publish, get, replace, invalidate and tag collisions behave.
+    const SET_WORDS: usize = WAYS * WORDS_PER_SLOT;
+
+    fn m(data_block: u64, shared: bool) -> CachedMapping {
+        CachedMapping { data_block, shared }
+    }
+
+    /// Publish, get, replace, invalidate; devices kept apart.
     pub fn publish_get_invalidate() -> bool {
-        let slots: [AtomicU64; 8] = Default::default();
-        let Some(c) = MappingCache::new(&slots) else {
+        let words: [AtomicU64; 4 * SET_WORDS] = [const { AtomicU64::new(0) }; 4 * SET_WORDS];
+        let Some(c) = MappingCache::new(&words) else {
             return false;
         };
-        let m = |data_block, shared| CachedMapping { data_block, shared };
-        let mut ok = c.get(3).is_none();
-        ok &= c.publish(3, m(77, false));
-        ok &= c.get(3) == Some(m(77, false));
-        // Block 11 shares slot 3 (8 slots) but not the tag.
-        ok &= c.get(11).is_none();
-        ok &= c.publish(11, m(5, true));
-        ok &= c.get(11) == Some(m(5, true)) && c.get(3).is_none();
-        // Invalidating a block that is not in its slot leaves the slot.
-        c.invalidate(3);
-        ok &= c.get(11) == Some(m(5, true));
-        c.invalidate(11);
-        ok &= c.get(11).is_none();
+        let mut ok = c.get(1, 3).is_none();
+        ok &= c.publish(1, 3, m(77, false));
+        ok &= c.get(1, 3) == Some(m(77, false));
+        // Same block of another device: a different key.
+        ok &= c.get(2, 3).is_none();
+        ok &= c.publish(2, 3, m(5, true));
+        ok &= c.get(2, 3) == Some(m(5, true)) && c.get(1, 3) == Some(m(77, false));
+        // Replacing keeps one slot for the key.
+        ok &= c.publish(1, 3, m(78, true)) && c.get(1, 3) == Some(m(78, true));
+        ok &= c.count() == 2;
+        // Invalidating a block that is not cached changes nothing.
+        c.invalidate(1, 4);
+        ok &= c.count() == 2;
+        c.invalidate(1, 3);
+        ok &= c.get(1, 3).is_none() && c.get(2, 3) == Some(m(5, true));
         ok
     }
 
-    /// Marking everything shared keeps every mapping (now shared) and
-    /// leaves empty slots empty.
-    pub fn mark_all_shared() -> bool {
-        let slots: [AtomicU64; 8] = Default::default();
-        let Some(c) = MappingCache::new(&slots) else {
+    /// A single device with as many blocks as there are slots fits
+    /// exactly; one more block evicts exactly one.
+    pub fn fills_and_evicts() -> bool {
+        let words: [AtomicU64; 8 * SET_WORDS] = [const { AtomicU64::new(0) }; 8 * SET_WORDS];
+        let Some(c) = MappingCache::new(&words) else {
             return false;
         };
-        let m = |data_block, shared| CachedMapping { data_block, shared };
-        let mut ok = c.publish(1, m(10, false)) && c.publish(2, m(20, true));
-        ok &= c.publish(13, m(30, false));
-        c.mark_all_shared();
-        ok &= c.get(1) == Some(m(10, true)) && c.get(2) == Some(m(20, true));
-        ok &= c.get(13) == Some(m(30, true)) && c.get(5).is_none();
-        ok && (0..16).filter(|&v| c.get(v).is_some()).count() == 3
+        let slots = 8 * WAYS as u64;
+        let mut ok = (0..slots).all(|v| c.publish(7, v, m(v + 100, false)));
+        ok &= (0..slots).all(|v| c.get(7, v) == Some(m(v + 100, false)));
+        ok &= c.publish(7, slots, m(1, false)) && c.get(7, slots) == Some(m(1, false));
+        ok &= c.count() == slots;
+        ok &= (0..slots).filter(|&v| c.get(7, v).is_none()).count() == 1;
+        ok
+    }
+
+    /// Marking a device shared keeps its mappings (now shared) and leaves
+    /// other devices alone; deleting a device forgets only its mappings.
+    pub fn per_device_changes() -> bool {
+        let words: [AtomicU64; 16 * SET_WORDS] = [const { AtomicU64::new(0) }; 16 * SET_WORDS];
+        let Some(c) = MappingCache::new(&words) else {
+            return false;
+        };
+        let mut ok = true;
+        for v in 0..8 {
+            ok &= c.publish(1, v, m(v, false)) && c.publish(2, v, m(v + 8, false));
+        }
+        c.mark_dev_shared(1);
+        ok &= (0..8).all(|v| c.get(1, v) == Some(m(v, true)));
+        ok &= (0..8).all(|v| c.get(2, v) == Some(m(v + 8, false)));
+        c.invalidate_dev(2);
+        ok &= (0..8).all(|v| c.get(2, v).is_none() && c.get(1, v).is_some());
+        ok && c.count() == 8
     }
 
     /// Ranges, the whole-array walk, clearing and unrepresentable values.
     pub fn ranges_and_limits() -> bool {
-        let slots: [AtomicU64; 4] = Default::default();
-        let Some(c) = MappingCache::new(&slots) else {
+        let words: [AtomicU64; 2 * SET_WORDS] = [const { AtomicU64::new(0) }; 2 * SET_WORDS];
+        let Some(c) = MappingCache::new(&words) else {
             return false;
         };
-        let m = |data_block| CachedMapping {
-            data_block,
-            shared: false,
-        };
         let mut ok = true;
-        for vblock in 0..4 {
-            ok &= c.publish(vblock + 4, m(vblock));
+        for v in 4..8 {
+            ok &= c.publish(3, v, m(v, false));
         }
         // A short range tests blocks one by one.
-        c.invalidate_range(5, 7);
-        ok &= c.get(4).is_some() && c.get(5).is_none() && c.get(6).is_none();
-        ok &= c.get(7).is_some();
+        c.invalidate_range(3, 5, 7);
+        ok &= c.get(3, 4).is_some() && c.get(3, 5).is_none() && c.get(3, 6).is_none();
+        ok &= c.get(3, 7).is_some();
         // A long range walks the slots and keeps blocks outside it.
-        c.invalidate_range(0, 7);
-        ok &= c.get(4).is_none() && c.get(7) == Some(m(3));
+        c.invalidate_range(3, 0, 7);
+        ok &= c.get(3, 4).is_none() && c.get(3, 7) == Some(m(7, false));
         c.clear();
-        ok &= c.get(7).is_none();
-        // Data blocks beyond 40 bits and tags beyond 22 bits are not cached.
-        ok &= !c.publish(1, m(1 << 40));
-        ok &= !c.publish(4 << 22, m(1)) && c.get(4 << 22).is_none();
-        ok &= c.publish((4 << 22) - 1, m(9)) && c.get((4 << 22) - 1) == Some(m(9));
+        ok &= c.get(3, 7).is_none() && c.count() == 0;
+        // Data blocks beyond 40 bits, virtual blocks beyond 40 bits and
+        // device ids beyond 24 bits are not cached.
+        ok &= !c.publish(1, 1, m(1 << 40, false));
+        ok &= !c.publish(1, 1 << 40, m(1, false)) && c.get(1, 1 << 40).is_none();
+        ok &= !c.publish(1 << 24, 1, m(1, false));
+        ok &= c.publish((1 << 24) - 1, (1 << 40) - 1, m(DATA_MASK, true));
+        ok &= c.get((1 << 24) - 1, (1 << 40) - 1) == Some(m(DATA_MASK, true));
         // Slot counts.
-        ok &= slots_for(0) == 1 && slots_for(5) == 8 && slots_for(1 << 40) == 1 << 18;
-        let odd: [AtomicU64; 3] = Default::default();
-        ok && MappingCache::new(&odd).is_none()
+        ok &= slots_for(0, 1 << 20) == MIN_SLOTS && slots_for(5000, 1 << 20) == 8192;
+        ok &= slots_for(1 << 30, 3 << 20) == 2 << 20 && slots_for(1 << 30, 0) == MIN_SLOTS;
+        ok &= slots_for(u64::MAX, u64::MAX) == 1 << 63;
+        let odd: [AtomicU64; 3 * SET_WORDS] = [const { AtomicU64::new(0) }; 3 * SET_WORDS];
+        ok && MappingCache::new(&odd).is_none() && MappingCache::new(&words[..3]).is_none()
+    }
+
+    /// One round of the writer in the concurrency scenarios: keys of two
+    /// devices that collide in one small table, published, re-published
+    /// shared, invalidated. The data block always encodes its key.
+    pub fn writer_round(c: &MappingCache<'_>, round: u64) {
+        for v in 0..64u64 {
+            let dev = (v % 2) as u32 + 1;
+            c.publish(dev, v, m(expected(dev, v) + round % 5, round % 2 == 0));
+            if (round + v) % 3 == 0 {
+                c.invalidate(dev, v);
+            }
+        }
+        if round % 16 == 0 {
+            c.mark_dev_shared(1);
+        }
+    }
+
+    /// The data-block range a reader may see for `(dev, v)`.
+    pub fn expected(dev: u32, v: u64) -> u64 {
+        (u64::from(dev) << 20) | (v << 8)
+    }
+
+    /// One pass of a reader: every hit carries a data block of its key.
+    pub fn reader_pass(c: &MappingCache<'_>) -> bool {
+        (0..64u64).all(|v| {
+            let dev = (v % 2) as u32 + 1;
+            c.get(dev, v)
+                .is_none_or(|hit| hit.data_block >> 8 == expected(dev, v) >> 8)
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn publish_get_invalidate() {
-        assert!(super::selftest::publish_get_invalidate());
+        assert!(selftest::publish_get_invalidate());
     }
 
     #[test]
-    fn mark_all_shared() {
-        assert!(super::selftest::mark_all_shared());
+    fn fills_and_evicts() {
+        assert!(selftest::fills_and_evicts());
+    }
+
+    #[test]
+    fn per_device_changes() {
+        assert!(selftest::per_device_changes());
     }
 
     #[test]
     fn ranges_and_limits() {
-        assert!(super::selftest::ranges_and_limits());
+        assert!(selftest::ranges_and_limits());
+    }
+
+    /// Readers on other threads racing a writer never see an entry that
+    /// belongs to another key.
+    #[test]
+    fn readers_race_a_writer() {
+        extern crate std;
+        use std::sync::atomic::AtomicBool;
+        let words: std::vec::Vec<AtomicU64> = (0..4 * WAYS * WORDS_PER_SLOT)
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        let done = AtomicBool::new(false);
+        let c = MappingCache::new(&words).unwrap();
+        std::thread::scope(|s| {
+            let readers: std::vec::Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut passes = 0u64;
+                        while !done.load(Ordering::Relaxed) {
+                            assert!(selftest::reader_pass(&c));
+                            passes += 1;
+                        }
+                        passes
+                    })
+                })
+                .collect();
+            for round in 0..20_000 {
+                selftest::writer_round(&c, round);
+            }
+            done.store(true, Ordering::Relaxed);
+            for r in readers {
+                assert!(r.join().unwrap() > 0);
+            }
+        });
     }
 }

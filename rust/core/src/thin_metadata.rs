@@ -613,6 +613,33 @@ impl<S: BlockStore> ThinMetadata<S> {
             }))
     }
 
+    /// Looks up the mapping of `vblock` in device `dev` and calls `each`
+    /// with every mapping of the B-tree leaf it lives in (itself included):
+    /// what a cache fills from one walk.
+    pub fn lookup_leaf(
+        &self,
+        dev: u64,
+        vblock: u64,
+        mut each: impl FnMut(u64, LookupResult),
+    ) -> CoreResult<Option<LookupResult>> {
+        let d = self.existing(dev)?;
+        let sub = self.subtree_root(dev)?;
+        let mut found = None;
+        self.tm
+            .btree_leaf_entries(sub, vblock, TreeKind::Mapping, |k, v| {
+                let mapping = Mapping::unpack(v.as_u64());
+                let r = LookupResult {
+                    mapping,
+                    shared: d.snapshotted_time > mapping.time,
+                };
+                if k == vblock {
+                    found = Some(r);
+                }
+                each(k, r);
+            })?;
+        Ok(found)
+    }
+
     /// Exact sharing answer from reference counts: true if the data block
     /// mapped at `vblock` is referenced by more than one leaf, or any node on
     /// the path to it (from the device's mapping root down) is shared with

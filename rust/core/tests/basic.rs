@@ -297,3 +297,48 @@ fn remove_range_reports_freed_blocks() {
     md.commit().unwrap();
     checker::check(md.store()).unwrap();
 }
+
+/// A leaf lookup answers like `lookup` and hands over the whole leaf: the
+/// neighbours it reports are real mappings with their sharing, each leaf is
+/// a run of keys in order, and walking leaf by leaf visits every mapping.
+#[test]
+fn lookup_leaf_serves_neighbours() {
+    let mut md = ThinMetadata::format(mem_store(2048), 128, 100_000).unwrap();
+    md.create_thin(1).unwrap();
+    for v in 0..3000u64 {
+        let b = md.alloc_data_block().unwrap();
+        md.insert_mapping(1, v * 2, b).unwrap();
+    }
+    md.commit().unwrap();
+    md.create_snap(2, 1).unwrap();
+    // Half of the origin's blocks get private copies again.
+    for v in (0..3000u64).step_by(2) {
+        let b = md.alloc_data_block().unwrap();
+        md.insert_mapping(1, v * 2, b).unwrap();
+    }
+    let mut visited = 0u64;
+    let mut leaves = 0;
+    let mut next = 0u64;
+    while let Some((start, _)) = md.next_mapping(1, next).unwrap() {
+        let mut keys = Vec::new();
+        let found = md
+            .lookup_leaf(1, start, |k, r| {
+                assert_eq!(md.lookup(1, k).unwrap(), Some(r));
+                keys.push(k);
+            })
+            .unwrap();
+        assert_eq!(found, md.lookup(1, start).unwrap());
+        assert!(keys.len() > 1 && keys.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(keys[0], start);
+        visited += keys.len() as u64;
+        leaves += 1;
+        next = keys[keys.len() - 1] + 1;
+    }
+    assert_eq!(visited, 3000);
+    assert!(leaves > 5, "{leaves} leaves: the test needs several");
+    // A hole reports its leaf's neighbours and no mapping of its own.
+    let mut n = 0;
+    assert_eq!(md.lookup_leaf(1, 3, |_, _| n += 1).unwrap(), None);
+    assert!(n > 0);
+    assert_eq!(md.lookup_leaf(9, 0, |_, _| {}), Err(CoreError::NotFound));
+}

@@ -147,6 +147,37 @@ impl<S: BlockStore> Tm<S> {
         Err(corrupt(Corruption::TooDeep))
     }
 
+    /// Calls `each` with every entry of the leaf that holds `key`, or would
+    /// hold it, in key order: one walk serves the neighbours of a block too.
+    pub(crate) fn btree_leaf_entries(
+        &self,
+        root: u64,
+        key: u64,
+        kind: TreeKind,
+        mut each: impl FnMut(u64, Value),
+    ) -> CoreResult<()> {
+        let mut cur = root;
+        for _ in 0..MAX_DEPTH {
+            self.check_meta_block(cur)?;
+            let g = self.store.read(cur, BlockKind::Node)?;
+            let h = node::check(&g, kind.value_size())?;
+            if h.leaf {
+                for i in 0..h.nr_entries {
+                    each(
+                        node::key(&g, &h, i)?,
+                        Value::from_slice(node::value(&g, &h, i)?),
+                    );
+                }
+                return Ok(());
+            }
+            match node::lower_bound(&g, &h, key)? {
+                None => return Ok(()),
+                Some(i) => cur = node::value_u64(&g, &h, i)?,
+            }
+        }
+        Err(corrupt(Corruption::TooDeep))
+    }
+
     /// Looks `key` up and reports whether any node on its path (root
     /// included) or, for mapping trees, the data block has a count above 1.
     pub(crate) fn btree_lookup_shared(
