@@ -4,8 +4,9 @@
 # by side, each case for all three in one VM boot on the same data device.
 #
 # Usage: bench.sh [--quick] [options]
-#   --quick           case 2 (4k randread, iodepth 32, numjobs 2) and a short case 4
-#   --cases LIST      comma list of c1..c6 (full default: c1,c2,c3,c4,c5,c6)
+#   --quick           case 2 (4k randread, iodepth 32, numjobs 2), a short case 4,
+#                     case 7 at 32 GiB and case 8
+#   --cases LIST      comma list of c1..c8 (full default: c1,c2,c3,c4,c5,c6,c7,c8)
 #   --cpus N          vCPUs of the main boot (default 2)
 #   --oversub N       vCPUs of the extra case-2 boot of the full bench, 0 for none (default 4)
 #   --reps N          repetitions per measurement (default 3)
@@ -40,16 +41,16 @@ while [ $# -gt 0 ]; do
 done
 
 if [ $quick = 1 ]; then
-	: "${cases:=c2,c4}"
+	: "${cases:=c2,c4,c7,c8}"
 	oversub=0
 	# Short case 4: a 32 MiB volume, 0, 1 and 10 snapshots.
 	vm_env=(BENCH_NJOBS=2 BENCH_SNAPS=0+1+10 BENCH_WVOL_MIB=32 BENCH_VOL_MIB=256)
-	rd_mib=512 mem=3072 timeout=1200
+	rd_mib=512 mem=3072 timeout=2400
 else
-	: "${cases:=c1,c2,c3,c4,c5,c6}"
+	: "${cases:=c1,c2,c3,c4,c5,c6,c7,c8}"
 	# numjobs from 1 to the vCPUs asked for (not what the guest brought up).
-	vm_env=(BENCH_VOL_MIB=256 BENCH_WVOL_MIB=64 "BENCH_NJOBS=$(seq -s+ 1 "$cpus")")
-	rd_mib=1024 mem=4096 timeout=5400
+	vm_env=(BENCH_VOL_MIB=256 BENCH_WVOL_MIB=64 "BENCH_NJOBS=$(seq -s+ 1 "$cpus")" BENCH_LVOLS=32768+65536)
+	rd_mib=1024 mem=4096 timeout=7200
 fi
 vm_env+=(BENCH_CASES="$cases" BENCH_REPS="$reps" BENCH_RUNTIME="$runtime" BENCH_DATA="$data")
 

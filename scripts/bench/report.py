@@ -35,6 +35,9 @@ CASE_TITLES = {
     "c6-snap-create": "6. snapshot create (suspend, message, resume)",
     "c6-snap-delete": "6. snapshot delete (message)",
     "c6-dmsetup-floor": "6. floor: one `dmsetup info` of the pool (process start + ioctl)",
+    "c7-fill": "7. provisioning fill: 1 MiB direct writes over a fresh large volume, zeroing off",
+    "c7-large-randread": "7. 4k random read, iodepth 32, numjobs 2, large fully provisioned volume",
+    "c8-cold-randread": "8. 4k random read, first touch after activation / after a thin reload",
 }
 CASE_ORDER = list(CASE_TITLES)
 
@@ -46,7 +49,9 @@ LINEAR_REF = {
 
 
 def fio_jobs(path):
-    data = json.loads(path.read_text(errors="replace"))
+    text = path.read_text(errors="replace")
+    # fio may print warning lines before the JSON document.
+    data = json.loads(text[text.find("{"):] if "{" in text else text)
     jobs = data.get("jobs", [])
     bad = [j.get("error", 0) for j in jobs if j.get("error", 0)]
     if bad:
@@ -70,11 +75,11 @@ def metrics_from_fio(case, jobs):
     def total(rw, field):
         return sum(j[rw][field] for j in jobs)
 
-    if case in ("c2-randread", "c3-snap-randread"):
+    if case in ("c2-randread", "c3-snap-randread", "c7-large-randread", "c8-cold-randread"):
         return {"IOPS": (total("read", "iops"), True)}
     if case == "c1-seqread":
         return {"MiB/s": (total("read", "bw_bytes") / 2**20, True)}
-    if case in ("c4-provision", "c4-break-sharing"):
+    if case in ("c4-provision", "c4-break-sharing", "c7-fill"):
         return {"MiB/s": (total("write", "bw_bytes") / 2**20, True)}
     if case == "c5-fsync":
         j = jobs[0]

@@ -16,7 +16,7 @@
 # scripts/bench/report.py reads it on the host.
 #
 # Settings (kernel command line NAME=VALUE words, see scripts/bench.sh):
-#   BENCH_CASES    comma list of c1..c6 (default c2,c4)
+#   BENCH_CASES    comma list of c1..c8 (default c2,c4)
 #   BENCH_REPS     repetitions per measurement (3)
 #   BENCH_RUNTIME  seconds per timed fio run (5)
 #   BENCH_VOL_MIB  volume size for the read cases 1-3 and case 6 (256)
@@ -25,7 +25,10 @@
 #   BENCH_SNAPS    snapshot counts for case 4, '+'-separated (0+1+2+4+10+100)
 #   BENCH_MAPPED   mapped MiB for case 6's snapshot latency, '+'-separated (0+64+256)
 #   BENCH_BLOCKS   pool block sizes in sectors for case 1, '+'-separated (128+16384)
-#   BENCH_DATA     brd (default) or nullb (null_blk without memory: no data kept)
+#   BENCH_LVOLS    volume sizes in MiB for case 7, '+'-separated (32768)
+#   BENCH_CVOL_MIB volume size for case 8 (1024)
+#   BENCH_DATA     brd (default) or nullb (null_blk without memory: no data kept);
+#                  cases 7 and 8 always use null_blk (their volumes exceed RAM)
 #   BENCH_TARGETS  '+'-separated subset of linear+dm-thin+rthin
 #   BENCH_LIMIT    seconds a single step may take before the target is
 #                  declared hung (default 120 + 4 x BENCH_RUNTIME)
@@ -54,7 +57,11 @@ BLOCKS=$(echo "${BENCH_BLOCKS:-128+16384}" | tr + ' ')
 TARGETS=$(echo "${BENCH_TARGETS:-linear+dm-thin+rthin}" | tr + ' ')
 THINS=$(for t in $TARGETS; do [ "$t" = linear ] || echo "$t"; done)
 DATA_KIND=${BENCH_DATA:-brd}
-LIMIT=${BENCH_LIMIT:-$((120 + 4 * RT))}
+LVOLS=$(echo "${BENCH_LVOLS:-32768}" | tr + ' ')
+CVOL=${BENCH_CVOL_MIB:-1024}
+STEP_LIMIT=${BENCH_LIMIT:-$((120 + 4 * RT))}
+LIMIT=$STEP_LIMIT
+ON_NULLB=0
 DEAD=
 CUR=
 HANGS=0
@@ -64,6 +71,14 @@ say() { echo "bench: $*"; }
 now() { /rthin/bench/bin/date +%s%N; }
 has_case() { case ",$CASES," in *",$1,"*) return 0 ;; esac; return 1; }
 reps() { seq 1 "$REPS"; }
+# rotated REP LIST...: LIST rotated by REP - 1, so each target takes its turn
+# first across the repetitions.
+rotated() {
+	local r=$1 i
+	shift
+	for i in $(seq 2 "$r"); do set -- "$@" "$1"; shift; done
+	echo "$@"
+}
 
 # step CASE VARIANT TARGET REP WHAT...: the run about to start, on the
 # console: if the whole guest freezes, the host reads the last one.
@@ -89,8 +104,13 @@ checkpoint() {
 }
 
 # ---- devices ----
-if [ "$DATA_KIND" = nullb ]; then
+# null_blk devices as big as the largest volume any case asks for (the RAM
+# disk's size when that is bigger).
+if [ "$DATA_KIND" = nullb ] || has_case c7 || has_case c8; then
 	size_gb=$((($(blockdev --getsize64 /dev/ram1) + (1 << 30) - 1) >> 30))
+	for mib in $LVOLS $CVOL; do
+		[ $((mib / 1024 + 1)) -gt "$size_gb" ] && size_gb=$((mib / 1024 + 1))
+	done
 	modprobe null_blk nr_devices=3 gb="$size_gb" memory_backed=0 irqmode=0 ||
 		say "modprobe null_blk failed"
 fi
@@ -102,7 +122,7 @@ rthin_loaded=1
 data_of() {
 	local i=1
 	case $1 in dm-thin) i=2 ;; rthin) i=3 ;; esac
-	if [ "$DATA_KIND" = nullb ]; then echo /dev/nullb$((i - 1)); else echo /dev/ram$i; fi
+	if [ "$DATA_KIND" = nullb ] || [ "$ON_NULLB" = 1 ]; then echo /dev/nullb$((i - 1)); else echo /dev/ram$i; fi
 }
 meta_off() { [ "$1" = rthin ] && echo $((64 * 2048)) || echo 0; }
 pool_target() { [ "$1" = rthin ] && echo rthin-pool || echo thin-pool; }
@@ -163,6 +183,8 @@ limited() {
 	while [ ! -f /tmp/bench-rc ]; do
 		sleep 0.05
 		waited=$((waited + 1))
+		# A sign of life for the host's silence detector during long steps.
+		[ $((waited % 1200)) = 0 ] && echo "bench-alive: $CUR $((waited / 20))s"
 		if [ $waited -ge $((LIMIT * 20)) ]; then
 			kill -9 "$pid" 2>/dev/null
 			echo "hung: no completion after ${LIMIT}s" >"$ERR"
@@ -515,6 +537,92 @@ case6() {
 	checkpoint "c6 snapshots"
 }
 
+# ---- case 7: 4k random reads over a large fully provisioned volume ----
+# Every block is touched once by the fill (1 MiB direct writes: a row of its
+# own, c7-fill), then read at random with fresh offsets in every run
+# (randrepeat=0), so a cache warmed by one run does not serve the next.
+case7() {
+	local mib v r t ready
+	for mib in $LVOLS; do
+		v=$((mib / 1024))GiB
+		say "c7 4k random reads over a fully provisioned $v volume (null_blk data, 64 KiB blocks)"
+		ON_NULLB=1
+		ready=
+		for t in $TARGETS; do
+			if ! setup "$t" 128 skip_block_zeroing "$mib"; then
+				record c7-large-randread "$v" "$t" - error "setup: $(errmsg)"
+				continue
+			fi
+			say "c7 $v $t: writing $mib MiB"
+			# The fill may take minutes under TCG: its own time limit.
+			LIMIT=$((120 + mib / 10))
+			fio_run c7-fill "$v" "$t" 1 --rw=write --bs=1M --size="${mib}M" \
+				--direct=1 --ioengine=libaio --iodepth=4 --end_fsync=1 && ready="$ready $t"
+			LIMIT=$STEP_LIMIT
+		done
+		for r in $(reps); do
+			# shellcheck disable=SC2086
+			for t in $(rotated "$r" $ready); do
+				# shellcheck disable=SC2086
+				fio_run c7-large-randread "$v" "$t" "$r" $RANDREAD --numjobs=2 --runtime="$RT" \
+					--size="${mib}M" --randrepeat=0
+			done
+		done
+		for t in $TARGETS; do teardown "$t"; done
+		ON_NULLB=0
+		checkpoint "c7 $v"
+	done
+}
+
+# reactivate TARGET: the pool and the thin removed and created again from the
+# same metadata (what vgchange -an / -ay does): every cache starts cold.
+reactivate() {
+	local t=$1 pt tt
+	[ "$t" = linear ] && return 0
+	pt=$(dmsetup table "$(pool "$t")") && tt=$(dmsetup table "bench-$t") || return 1
+	dmsetup remove "bench-$t" && dmsetup remove "$(pool "$t")" || return 1
+	dmsetup create "$(pool "$t")" --table "$pt" && dmsetup create "bench-$t" --table "$tt"
+}
+
+# reload_thin TARGET: the thin's table reloaded alone (lvchange --refresh).
+reload_thin() {
+	local d=bench-$1 tt
+	tt=$(dmsetup table "$d") || return 1
+	dmsetup suspend "$d" && dmsetup reload "$d" --table "$tt" && dmsetup resume "$d"
+}
+
+# ---- case 8: first-touch reads after activation, and after a thin reload ----
+case8() {
+	local r t ready v
+	v=$((CVOL))MiB
+	say "c8 4k random reads of a $v volume right after activation, then right after a reload of the thin"
+	ON_NULLB=1
+	setup_all c8-cold-randread "$v" 128 skip_block_zeroing "$CVOL" "$CVOL"
+	ready=$READY
+	for r in $(reps); do
+		# shellcheck disable=SC2086
+		for t in $(rotated "$r" $ready); do
+			if try reactivate "$t"; then
+				# shellcheck disable=SC2086
+				fio_run c8-cold-randread "$v-after-activation" "$t" "$r" $RANDREAD --numjobs=2 \
+					--runtime="$RT" --size="${CVOL}M" --randrepeat=0
+			else
+				record c8-cold-randread "$v-after-activation" "$t" "$r" error "reactivate: $(errmsg)"
+			fi
+			if try reload_thin "$t"; then
+				# shellcheck disable=SC2086
+				fio_run c8-cold-randread "$v-after-thin-reload" "$t" "$r" $RANDREAD --numjobs=2 \
+					--runtime="$RT" --size="${CVOL}M" --randrepeat=0
+			else
+				record c8-cold-randread "$v-after-thin-reload" "$t" "$r" error "reload: $(errmsg)"
+			fi
+		done
+	done
+	for t in $TARGETS; do teardown "$t"; done
+	ON_NULLB=0
+	checkpoint c8
+}
+
 say "start: $(/rthin/bench/bin/date -u), vcpus $NCPU, cases $CASES, reps $REPS, runtime ${RT}s, data $DATA_KIND ($(($(blockdev --getsz "$(data_of linear)") / 2048)) MiB each), volume ${VOL} MiB, write volume ${WVOL} MiB"
 {
 	echo "vcpus=$NCPU"
@@ -541,6 +649,8 @@ has_case c1 && case1
 has_case c4 && { case4a; case4b; }
 has_case c5 && case5
 has_case c6 && case6
+has_case c7 && case7
+has_case c8 && case8
 for t in $TARGETS; do teardown "$t"; done
 say "done in $((($(now) - t_start) / 1000000000)) s"
 echo "elapsed_s=$((($(now) - t_start) / 1000000000))" >>"$B/env"
