@@ -613,9 +613,10 @@ impl<S: BlockStore> ThinMetadata<S> {
             }))
     }
 
-    /// Looks up the mapping of `vblock` in device `dev` and calls `each`
-    /// with every mapping of the B-tree leaf it lives in (itself included):
-    /// what a cache fills from one walk.
+    /// Looks up the mapping of `vblock` in device `dev`; if it is mapped,
+    /// calls `each` with every mapping of the B-tree leaf it lives in (itself
+    /// included): what a cache fills from one walk. A hole costs what
+    /// [`Self::lookup`] costs.
     pub fn lookup_leaf(
         &self,
         dev: u64,
@@ -624,20 +625,17 @@ impl<S: BlockStore> ThinMetadata<S> {
     ) -> CoreResult<Option<LookupResult>> {
         let d = self.existing(dev)?;
         let sub = self.subtree_root(dev)?;
-        let mut found = None;
-        self.tm
-            .btree_leaf_entries(sub, vblock, TreeKind::Mapping, |k, v| {
-                let mapping = Mapping::unpack(v.as_u64());
-                let r = LookupResult {
-                    mapping,
-                    shared: d.snapshotted_time > mapping.time,
-                };
-                if k == vblock {
-                    found = Some(r);
-                }
-                each(k, r);
-            })?;
-        Ok(found)
+        let result = |v: Value| {
+            let mapping = Mapping::unpack(v.as_u64());
+            LookupResult {
+                mapping,
+                shared: d.snapshotted_time > mapping.time,
+            }
+        };
+        Ok(self
+            .tm
+            .btree_lookup_leaf(sub, vblock, TreeKind::Mapping, |k, v| each(k, result(v)))?
+            .map(result))
     }
 
     /// Exact sharing answer from reference counts: true if the data block

@@ -147,31 +147,36 @@ impl<S: BlockStore> Tm<S> {
         Err(corrupt(Corruption::TooDeep))
     }
 
-    /// Calls `each` with every entry of the leaf that holds `key`, or would
-    /// hold it, in key order: one walk serves the neighbours of a block too.
-    pub(crate) fn btree_leaf_entries(
+    /// Looks `key` up; if it is there, calls `each` with every entry of its
+    /// leaf, in key order (itself included): one walk serves the neighbours
+    /// of a block too. Returns the value of `key`.
+    pub(crate) fn btree_lookup_leaf(
         &self,
         root: u64,
         key: u64,
         kind: TreeKind,
         mut each: impl FnMut(u64, Value),
-    ) -> CoreResult<()> {
+    ) -> CoreResult<Option<Value>> {
         let mut cur = root;
         for _ in 0..MAX_DEPTH {
             self.check_meta_block(cur)?;
             let g = self.store.read(cur, BlockKind::Node)?;
             let h = node::check(&g, kind.value_size())?;
+            let idx = node::lower_bound(&g, &h, key)?;
             if h.leaf {
-                for i in 0..h.nr_entries {
+                let Some(i) = idx.filter(|&i| node::key(&g, &h, i).ok() == Some(key)) else {
+                    return Ok(None);
+                };
+                for j in 0..h.nr_entries {
                     each(
-                        node::key(&g, &h, i)?,
-                        Value::from_slice(node::value(&g, &h, i)?),
+                        node::key(&g, &h, j)?,
+                        Value::from_slice(node::value(&g, &h, j)?),
                     );
                 }
-                return Ok(());
+                return Ok(Some(Value::from_slice(node::value(&g, &h, i)?)));
             }
-            match node::lower_bound(&g, &h, key)? {
-                None => return Ok(()),
+            match idx {
+                None => return Ok(None),
                 Some(i) => cur = node::value_u64(&g, &h, i)?,
             }
         }
