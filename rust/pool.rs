@@ -500,7 +500,7 @@ pub(crate) struct PoolState {
     /// The pool's mapped device, for log prefixes.
     name: TableMd,
     /// The metadata.
-    md: ThinMetadata<BufioStore>,
+    md: KBox<ThinMetadata<BufioStore>>,
     /// The mode state machine.
     mode: PoolModeState,
     /// Between presuspend and resume (a new object starts suspended).
@@ -1466,7 +1466,13 @@ fn find_or_create(
     }
     let alloc = CtrError::new(ENOMEM, glue_errors::ALLOC_POOL);
     pools.reserve(1, GFP_KERNEL).map_err(|_| alloc)?;
-    let metadata_md = open_metadata(metadata, block_size, features.read_only)?;
+    // On the heap at once: the constructor's stack is shallow enough only
+    // without the metadata's in-core state on it.
+    let metadata_md = KBox::new(
+        open_metadata(metadata, block_size, features.read_only)?,
+        GFP_KERNEL,
+    )
+    .map_err(|_| alloc)?;
     let flags = Arc::new(PoolFlags::default(), GFP_KERNEL).map_err(|_| alloc)?;
     let tracker = Arc::pin_init(IoTracker::new(), GFP_KERNEL).map_err(|_| alloc)?;
     let (cache, mappings) = PoolCache::new(metadata_md.data_usage().total).map_err(|_| alloc)?;

@@ -175,6 +175,8 @@ impl<S: BlockStore> ThinMetadata<S> {
             ref_count_root: 0,
         };
         tm.meta_new_blocks = used;
+        // Index entries were written above without the cache.
+        tm.forget_cached();
         tm.msm.ref_count_root = tm.new_empty_tree(TreeKind::RefCount)?;
         tm.dsm.bitmap_root = tm.new_empty_tree(TreeKind::DataIndex)?;
         tm.dsm.ref_count_root = tm.new_empty_tree(TreeKind::RefCount)?;

@@ -165,6 +165,9 @@ impl<S: BlockStore> Tm<S> {
         if i >= nr_bitmaps(root.nr_blocks) {
             return Err(corrupt(Corruption::SpaceMap));
         }
+        if let Some(ie) = self.cached_ie(sm, committed, i) {
+            return Ok(ie);
+        }
         let ie = match sm {
             SmKind::Meta => {
                 if i >= MAX_METADATA_BITMAPS {
@@ -188,6 +191,7 @@ impl<S: BlockStore> Tm<S> {
         {
             return Err(corrupt(Corruption::SpaceMap));
         }
+        self.cache_ie(sm, committed, i, ie);
         Ok(ie)
     }
 
@@ -199,15 +203,24 @@ impl<S: BlockStore> Tm<S> {
                 }
                 self.ensure_index_writable()?;
                 let off = INDEX_ENTRIES_OFF + (i as usize) * INDEX_ENTRY_SIZE;
-                let mut g = self.store.write(self.msm.bitmap_root, BlockKind::Index)?;
-                crate::codec::bytes_mut(&mut g, off, INDEX_ENTRY_SIZE)?
-                    .copy_from_slice(&ie.encode());
+                {
+                    let mut g = self.store.write(self.msm.bitmap_root, BlockKind::Index)?;
+                    crate::codec::bytes_mut(&mut g, off, INDEX_ENTRY_SIZE)?
+                        .copy_from_slice(&ie.encode());
+                }
+                // The write comes after any nested update (the index block
+                // was made writable first): this is what the block holds.
+                self.cache_ie(sm, false, i, ie);
                 Ok(())
             }
             SmKind::Data => {
+                // The insert allocates metadata blocks on the way: read the
+                // entry back from the tree next time rather than assume.
+                self.uncache_ie(sm, false, i);
                 let (r, _) =
                     self.btree_insert(self.dsm.bitmap_root, i, &ie.encode(), TreeKind::DataIndex)?;
                 self.dsm.bitmap_root = r;
+                self.uncache_ie(sm, false, i);
                 Ok(())
             }
         }
@@ -245,7 +258,7 @@ impl<S: BlockStore> Tm<S> {
     /// True if `b` was allocated in this transaction (committed count 0).
     pub(crate) fn meta_is_new(&self, b: u64) -> CoreResult<bool> {
         let root = self.msm_c;
-        if b >= root.nr_blocks {
+        if b >= root.nr_blocks || self.known_new(b) {
             return Ok(true);
         }
         let ie = self.index_entry(SmKind::Meta, true, b / ENTRIES_PER_BITMAP)?;
@@ -461,6 +474,7 @@ impl<S: BlockStore> Tm<S> {
         r?;
         self.meta_hint = b.saturating_add(1);
         self.meta_new_blocks = self.meta_new_blocks.saturating_add(1);
+        self.note_new(b);
         Ok(b)
     }
 
@@ -491,6 +505,7 @@ impl<S: BlockStore> Tm<S> {
             self.dsm.bitmap_root = r;
         }
         self.dsm.nr_blocks = new_nr;
+        self.forget_cached();
         Ok(())
     }
 
@@ -548,6 +563,7 @@ impl<S: BlockStore> Tm<S> {
             crate::codec::bytes_mut(&mut g, off, INDEX_ENTRY_SIZE)?.copy_from_slice(&ie.encode());
         }
         self.msm.nr_blocks = new_nr;
+        self.forget_cached();
         self.msm.nr_allocated = self.msm.nr_allocated.saturating_add(last - first_new);
         self.meta_new_blocks = self.meta_new_blocks.saturating_add(last - first_new);
         if let Some(x) = moved_index {
