@@ -81,6 +81,11 @@ mod core_suite {
     }
 
     #[test]
+    fn dm_pool_table_io_limits() {
+        assert!(crate::dm_pool_table::selftest::io_limits());
+    }
+
+    #[test]
     fn dm_status_pool_fresh() {
         assert!(crate::dm_status::selftest::pool_fresh());
     }

@@ -41,8 +41,8 @@ use crate::{
     dm_pool_mode::{BindRequest, BioAction, IoError, ModeChange, PoolMode, PoolModeState},
     dm_pool_table::{
         glue_errors, metadata_dev_blocks, metadata_dev_too_big, metadata_low_water_threshold,
-        nr_data_blocks, write_pool_table, PoolFeatures, PoolTable, PoolTableLine,
-        METADATA_BLOCK_SECTORS, METADATA_MAX_SECTORS,
+        nr_data_blocks, passdown_off, pool_io_limits, write_pool_table, PoolFeatures, PoolTable,
+        PoolTableLine, METADATA_BLOCK_SECTORS, METADATA_MAX_SECTORS,
     },
     dm_status::{write_pool_info, DiscardStatus, PoolInfo, FAIL},
     dm_status_buf::StatusBuf,
@@ -1378,8 +1378,11 @@ pub(crate) struct Pool {
     metadata: DmDev,
     data: DmDev,
     table: PoolTableLine,
-    /// This table's requested features, adjusted for the data device.
+    /// This table's requested features.
     features: PoolFeatures,
+    /// Set by `io_hints` when the data device cannot take the passdown of a
+    /// whole block: this table's live features then have passdown off.
+    passdown_unsupported: AtomicBool,
     table_id: u64,
     nr_data_blocks: u64,
     /// This table, for dm events while it is the bound one.
@@ -1631,12 +1634,8 @@ impl TargetOps for Pool {
         }
         let data = ti.get_device(data_word, glue_errors::OPEN_DATA)?;
         let parsed = parsed.map_err(|e| CtrError::new(e.errno(), e.message()))?;
-        let mut features = parsed.features;
-        // disable_discard_passdown_if_not_supported.
-        if features.discard_enabled && features.discard_passdown && !data.supports_discard() {
-            pr_warn!("Data device discard unsupported: Disabling discard passdown.\n");
-            features.discard_passdown = false;
-        }
+        // Passdown is checked against the data device in io_hints, as dm-thin does.
+        let features = parsed.features;
         let md = ti
             .table_md()
             .ok_or(CtrError::new(EINVAL, glue_errors::ALLOC_POOL))?;
@@ -1666,6 +1665,7 @@ impl TargetOps for Pool {
             data,
             table,
             features,
+            passdown_unsupported: AtomicBool::new(false),
             table_id,
             nr_data_blocks: nr_data_blocks(ti.len(), block_size),
             event_table: ti.table(),
@@ -1744,7 +1744,7 @@ impl TargetOps for Pool {
         st.bound_table = self.table_id;
         st.event_table = self.event_table;
         st.low_water_blocks = self.table.low_water_blocks;
-        st.features = self.features;
+        st.features = self.live_features();
         let needs_check = st.md.needs_check();
         let change = st.mode.bind(
             request,
@@ -1797,14 +1797,51 @@ impl TargetOps for Pool {
         &self.data
     }
 
-    /// As dm-thin's `pool_io_hints` for discards: the data device's limits
-    /// with passdown, none without it or with discards off.
+    /// As dm-thin's `pool_io_hints`: `max_sectors`, `io_min` and `io_opt`
+    /// fitted to the block size (see [`pool_io_limits`]); for discards the
+    /// data device's limits with passdown, none without it or with discards
+    /// off. Passdown goes off here, with dm-thin's log line, if the data
+    /// device cannot discard a whole block; the table's live features take
+    /// that at preresume (dm calls this first, at the load of a new device's
+    /// first table and at each resume with a new table).
     fn io_hints(&self, limits: &mut QueueLimits<'_>) {
+        let block_sectors = self.table.block_size;
+        let fitted = pool_io_limits(block_sectors, limits.max_sectors(), limits.io_opt());
+        limits.set_max_sectors(fitted.max_sectors);
+        if let Some((io_min, io_opt)) = fitted.io_min_opt {
+            limits.set_io_min_opt(io_min, io_opt);
+        }
         if !self.features.discard_enabled {
             limits.set_discard_granularity(0);
-        } else if !self.features.discard_passdown {
+            return;
+        }
+        if self.features.discard_passdown && !self.passdown_unsupported.load(Ordering::Relaxed) {
+            if let Some(why) = passdown_off(self.data.max_discard_sectors(), block_sectors) {
+                if let Some(dev) = self.data.handle() {
+                    pr_warn!(
+                        "Data device ({}) {}: Disabling discard passdown.\n",
+                        dev.name(),
+                        why.reason()
+                    );
+                }
+                self.passdown_unsupported.store(true, Ordering::Relaxed);
+            }
+        }
+        if !self.live_features().discard_passdown {
             limits.set_max_hw_discard_sectors(0);
         }
+    }
+}
+
+impl Pool {
+    /// This table's features as they go live: the requested ones, with
+    /// passdown off if the data device cannot take it (see `io_hints`).
+    fn live_features(&self) -> PoolFeatures {
+        let mut features = self.features;
+        if self.passdown_unsupported.load(Ordering::Relaxed) {
+            features.discard_passdown = false;
+        }
+        features
     }
 }
 

@@ -201,10 +201,11 @@ impl DmDev {
         NonNull::new(unsafe { dm::dm_get_md(self.dev_t()) }).map(MdRef)
     }
 
-    /// True if the device can discard (`bdev_max_discard_sectors` > 0).
-    pub(crate) fn supports_discard(&self) -> bool {
+    /// The largest discard the device takes, in sectors (0: it does not
+    /// discard), as `bdev_max_discard_sectors`.
+    pub(crate) fn max_discard_sectors(&self) -> u32 {
         // SAFETY: the block device is open (see `bdev`).
-        unsafe { dm::rthin_bdev_max_discard_sectors(self.bdev()) > 0 }
+        unsafe { dm::rthin_bdev_max_discard_sectors(self.bdev()) }
     }
 }
 
@@ -494,6 +495,27 @@ pub(crate) trait TargetOps: Sized + Send + Sync + 'static {
 pub(crate) struct QueueLimits<'a>(&'a mut bindings::queue_limits);
 
 impl QueueLimits<'_> {
+    /// The largest read or write, in sectors.
+    pub(crate) fn max_sectors(&self) -> u32 {
+        self.0.max_sectors
+    }
+
+    /// Sets the largest read or write, in sectors.
+    pub(crate) fn set_max_sectors(&mut self, sectors: u32) {
+        self.0.max_sectors = sectors;
+    }
+
+    /// The optimal I/O size in bytes (0: none).
+    pub(crate) fn io_opt(&self) -> u32 {
+        self.0.io_opt
+    }
+
+    /// Sets the minimum and the optimal I/O size, in bytes.
+    pub(crate) fn set_io_min_opt(&mut self, io_min: u32, io_opt: u32) {
+        self.0.io_min = io_min;
+        self.0.io_opt = io_opt;
+    }
+
     /// Discards are accepted in units of `bytes` (0: not at all).
     pub(crate) fn set_discard_granularity(&mut self, bytes: u32) {
         self.0.discard_granularity = bytes;

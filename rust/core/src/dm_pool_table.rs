@@ -341,6 +341,86 @@ pub fn metadata_low_water_threshold(dev_blocks: u64) -> u64 {
     (dev_blocks / 4).min(1024)
 }
 
+/// The queue limits a pool device gets on top of those dm stacked from its
+/// data device (dm-thin's `pool_io_hints`, spec §1.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolIoLimits {
+    /// `max_sectors`: a value below one block that does not divide the block
+    /// size becomes the largest power of two below it that does.
+    pub max_sectors: u32,
+    /// New `io_min` and `io_opt` in bytes; `None` keeps the stacked ones,
+    /// which happens when the data device's `io_opt` is a whole number of
+    /// blocks (a RAID stripe of one or more blocks).
+    pub io_min_opt: Option<(u32, u32)>,
+}
+
+/// What dm-thin's pool makes of the stacked `max_sectors` and `io_opt`
+/// (bytes) for blocks of `block_sectors`. Unless `io_opt` is already a
+/// multiple of the block, `io_opt` becomes one block and `io_min` the
+/// (adjusted) `max_sectors` when that divides the block, else one block:
+/// filesystems then align their allocations to the pool's blocks.
+pub fn pool_io_limits(block_sectors: u32, max_sectors: u32, io_opt_bytes: u32) -> PoolIoLimits {
+    let divides_block = |n: u32| n != 0 && block_sectors % n == 0;
+    let mut max = max_sectors;
+    if max != 0 && max < block_sectors && !divides_block(max) {
+        // The powers of two dividing the block are those up to its lowest
+        // set bit; take the largest that is also below `max`.
+        let below_max = 1u32 << (31 - max.leading_zeros());
+        let block_pow2 = 1u32 << block_sectors.trailing_zeros();
+        max = below_max.min(block_pow2);
+    }
+    let io_opt_sectors = io_opt_bytes >> 9;
+    let whole_blocks = io_opt_sectors >= block_sectors
+        && block_sectors != 0
+        && io_opt_sectors % block_sectors == 0;
+    let block_bytes = block_sectors.saturating_mul(512);
+    let io_min_opt = (!whole_blocks).then(|| {
+        let io_min = if divides_block(max) {
+            max.saturating_mul(512)
+        } else {
+            block_bytes
+        };
+        (io_min, block_bytes)
+    });
+    PoolIoLimits {
+        max_sectors: max,
+        io_min_opt,
+    }
+}
+
+/// Why dm-thin turns discard passdown off for a data device
+/// (`disable_discard_passdown_if_not_supported`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PassdownOff {
+    /// The data device does not discard at all.
+    DiscardUnsupported,
+    /// Its largest discard is smaller than one data block.
+    MaxDiscardBelowBlock,
+}
+
+impl PassdownOff {
+    /// The reason as dm-thin's log line words it: "Data device (NAME)
+    /// REASON: Disabling discard passdown."
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::DiscardUnsupported => "discard unsupported",
+            Self::MaxDiscardBelowBlock => "max discard sectors smaller than a block",
+        }
+    }
+}
+
+/// Whether a data device whose `max_discard_sectors` is given can take the
+/// passdown of whole blocks of `block_sectors`; `Some(why)` if not.
+pub fn passdown_off(max_discard_sectors: u32, block_sectors: u32) -> Option<PassdownOff> {
+    if max_discard_sectors == 0 {
+        Some(PassdownOff::DiscardUnsupported)
+    } else if max_discard_sectors < block_sectors {
+        Some(PassdownOff::MaxDiscardBelowBlock)
+    } else {
+        None
+    }
+}
+
 /// Scenarios shared by the host tests and the module's KUnit suite.
 #[cfg(any(test, feature = "selftest"))]
 pub mod selftest {
@@ -399,6 +479,34 @@ pub mod selftest {
             && e(&[b"a", b"b", b"129", b"0"]) == Some("Invalid block size")
             && e(&[b"a", b"b", b"128", b"-1"]) == Some("Invalid low water mark")
     }
+
+    /// The pool's queue limits and passdown checks, for data devices of the
+    /// kinds the VM test `31-io-limits.sh` builds.
+    pub fn io_limits() -> bool {
+        let l = |bs, max, opt| {
+            let r = pool_io_limits(bs, max, opt);
+            (r.max_sectors, r.io_min_opt)
+        };
+        // 64 KiB blocks on brd (max_sectors 254, no io_opt).
+        l(128, 254, 0) == (254, Some((65536, 65536)))
+            // 2 MiB blocks on null_blk with max_sectors 1000: 512 sectors.
+            && l(4096, 1000, 0) == (512, Some((262144, 2097152)))
+            // max_sectors 96 divides 192 KiB blocks; for 320 KiB ones the
+            // largest power of two below it that divides them is 64.
+            && l(384, 96, 0) == (96, Some((49152, 196608)))
+            && l(640, 96, 0) == (64, Some((32768, 327680)))
+            // A 2-way stripe of 64 KiB (io_opt 128 KiB): kept for 64 and
+            // 128 KiB blocks, replaced for 192 KiB ones.
+            && l(128, 8192, 131072) == (8192, None)
+            && l(256, 8192, 131072) == (8192, None)
+            && l(384, 8192, 131072) == (8192, Some((196608, 196608)))
+            // 1 GiB blocks on the default 2560-sector max_sectors.
+            && l(2_097_152, 2560, 0) == (2048, Some((1_048_576, 1_073_741_824)))
+            && passdown_off(0, 128) == Some(PassdownOff::DiscardUnsupported)
+            && passdown_off(64, 128) == Some(PassdownOff::MaxDiscardBelowBlock)
+            && passdown_off(128, 128).is_none()
+            && PassdownOff::MaxDiscardBelowBlock.reason() == "max discard sectors smaller than a block"
+    }
 }
 
 #[cfg(test)]
@@ -445,6 +553,7 @@ mod tests {
         assert!(selftest::parses_minimal());
         assert!(selftest::canonical_feature_order());
         assert!(selftest::error_strings());
+        assert!(selftest::io_limits());
     }
 
     #[test]
@@ -649,6 +758,82 @@ no_discard_passdown read_only error_if_no_space "[..]
             assert_eq!(r.is_ok(), n > full.len());
             assert!(full.as_bytes().starts_with(w.as_bytes()));
         }
+    }
+
+    /// dm-thin's rule for `max_sectors` as its spec states it, one step at a
+    /// time: while it does not divide the block, the next power of two down
+    /// (strictly down from a power of two).
+    fn max_sectors_stepwise(block: u32, max: u32) -> u32 {
+        let mut m = max;
+        if m == 0 || m >= block {
+            return m;
+        }
+        while block % m != 0 {
+            let start = if m.is_power_of_two() { m - 1 } else { m };
+            m = 1 << (31 - start.leading_zeros());
+        }
+        m
+    }
+
+    #[test]
+    fn io_limits_every_block_size() {
+        let maxes = [
+            1, 8, 96, 127, 128, 200, 254, 255, 256, 1000, 2048, 2560, 4095, 8192,
+        ];
+        let opts = [
+            0,
+            512,
+            65536,
+            131072,
+            196608,
+            262144,
+            1 << 20,
+            3 << 20,
+            1 << 30,
+        ];
+        for block in (128..=DATA_BLOCK_SIZE_MAX_SECTORS)
+            .step_by(128)
+            .filter(|b| b % 1024 == 128 || b.is_power_of_two() || *b > 2_096_000)
+        {
+            for max in maxes {
+                let want_max = max_sectors_stepwise(block, max);
+                for opt in opts {
+                    let got = pool_io_limits(block, max, opt);
+                    assert_eq!(got.max_sectors, want_max, "block {block} max {max}");
+                    let opt_sectors = opt / 512;
+                    let keep = opt_sectors >= block && opt_sectors % block == 0;
+                    let want = (!keep).then(|| {
+                        let min = if block % want_max == 0 {
+                            want_max
+                        } else {
+                            block
+                        };
+                        (min * 512, block * 512)
+                    });
+                    assert_eq!(got.io_min_opt, want, "block {block} max {max} opt {opt}");
+                }
+            }
+        }
+        // A max_sectors of 0 (never stacked by dm) is left alone.
+        assert_eq!(pool_io_limits(128, 0, 0).io_min_opt, Some((65536, 65536)));
+    }
+
+    #[test]
+    fn passdown_checks() {
+        assert_eq!(
+            passdown_off(0, 2_097_152),
+            Some(PassdownOff::DiscardUnsupported)
+        );
+        assert_eq!(
+            passdown_off(2_097_151, 2_097_152),
+            Some(PassdownOff::MaxDiscardBelowBlock)
+        );
+        assert_eq!(passdown_off(2_097_152, 2_097_152), None);
+        assert_eq!(passdown_off(u32::MAX, 128), None);
+        assert_eq!(
+            PassdownOff::DiscardUnsupported.reason(),
+            "discard unsupported"
+        );
     }
 
     #[test]
