@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # `make demo`'s script (tests/vm/demo.sh) in the suite, so that it cannot rot:
-# every step it shows must still hold. Its side-by-side reads run 2 s per
-# target here instead of 5 (their figures are shown, not checked).
+# every step it shows must still hold. Its side-by-side reads run 2 rounds of
+# 1 s per target here instead of 5 (their figures are shown, not checked).
 . /rthin/tests/lib.sh
 
 DEMO_COLOR=0 DEMO_READ_SECONDS=2 sh /rthin/demo.sh >/tmp/demo.out 2>&1

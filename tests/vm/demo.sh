@@ -6,14 +6,14 @@
 # "DEMO OK" comes only after all of them.
 #
 # Also a VM test (tests/vm/95-demo.sh runs it in `make check`).
-# Settings: DEMO_READ_SECONDS, each fio run of the side-by-side (5);
+# Settings: DEMO_READ_SECONDS, rounds of 1 s reads per target in the side-by-side (5);
 # DEMO_COLOR=0, plain headings.
 . /rthin/tests/lib.sh
 set -u
 
 READ_SECONDS=${DEMO_READ_SECONDS:-5}
 META=/dev/ram0 DATA=/dev/ram1 # the demo's pool
-BENCH_META=/dev/ram3 BENCH_DATA=/dev/ram2 # the side-by-side's
+BENCH_META=/dev/ram3 BENCH_DATA=/dev/ram2 # the side-by-side's (slices of them)
 VOL_MIB=1024 # the thin volume: bigger than the pool's data device
 BS_KIB=64    # pool block size
 BENCH_MIB=64 # the side-by-side's volumes
@@ -210,49 +210,70 @@ show dmsetup remove pool
 
 # ---------------------------------------------------------------------------
 step "Side by side: 4 KiB random reads on dm-linear, the C dm-thin and rthin (a TCG toy figure)"
-tell "each: ${BENCH_MIB} MiB fully written first, then fio for ${READ_SECONDS} s"
-tell "(libaio, iodepth 32, 2 jobs, O_DIRECT), data on the same RAM disk $BENCH_DATA"
+tell "three ${BENCH_MIB} MiB volumes, their data on slices of one RAM disk ($BENCH_DATA), pool metadata on"
+tell "slices of $BENCH_META; each volume fully written first, then read in turns of 1 s each,"
+tell "$READ_SECONDS rounds, so that a slow spell of the host falls on all three"
+blkdiscard $BENCH_DATA 2>/dev/null || true
+slice=$(((BENCH_MIB + 16) * 2048)) # a pool's data: the volume and 16 MiB spare
+show dmsetup create lin --table "0 $((BENCH_MIB * 2048)) linear $BENCH_DATA 0"
+for impl in dmthin rthin; do
+	if [ $impl = rthin ]; then
+		pool_t=rthin-pool thin_t=rthin off=$((BENCH_MIB * 2048 + slice)) moff=32768
+	else
+		pool_t=thin-pool thin_t=thin off=$((BENCH_MIB * 2048)) moff=0
+	fi
+	show dmsetup create ${impl}-meta --table "0 32768 linear $BENCH_META $moff"
+	show dmsetup create ${impl}-data --table "0 $slice linear $BENCH_DATA $off"
+	wipe /dev/mapper/${impl}-meta
+	show dmsetup create ${impl}-pool --table \
+		"0 $slice $pool_t /dev/mapper/${impl}-meta /dev/mapper/${impl}-data 128 0 1 skip_block_zeroing"
+	show dmsetup message ${impl}-pool 0 "create_thin 1"
+	show dmsetup create $impl --table "0 $((BENCH_MIB * 2048)) $thin_t /dev/mapper/${impl}-pool 1"
+done
+for t in lin dmthin rthin; do
+	show dd if=/dev/urandom of=/dev/mapper/$t bs=1M count=$BENCH_MIB oflag=direct
+done
+for impl in dmthin rthin; do
+	expect "$impl: data blocks provisioned" "$(used ${impl}-pool)" "$((BENCH_MIB * 1024 / BS_KIB))"
+done
 FIO="--rw=randread --bs=4k --ioengine=libaio --iodepth=32 --numjobs=2 --direct=1 --group_reporting"
-FIO="$FIO --time_based --runtime=$READ_SECONDS --size=${BENCH_MIB}M --output-format=terse --terse-version=3"
-# bench NAME: fills /dev/mapper/vol, reads it at random, sets IOPS_<NAME>.
-bench() {
-	dd if=/dev/urandom of=/dev/mapper/vol bs=1M count=$BENCH_MIB oflag=direct 2>/dev/null ||
-		fail "$1: writing ${BENCH_MIB} MiB"
-	echo "\$ fio --name=$1 --filename=/dev/mapper/vol $FIO"
-	(cd /tmp && fio --name="$1" --filename=/dev/mapper/vol $FIO) >/tmp/fio.$1 2>&1 || {
+FIO="$FIO --time_based --runtime=1 --size=${BENCH_MIB}M --output-format=terse --terse-version=3"
+echo "\$ fio --name=NAME --filename=/dev/mapper/NAME $FIO   (NAME: lin, dmthin, rthin in turn)"
+# read_run NAME: one 1 s fio run on /dev/mapper/NAME; its IOPS go to /tmp/iops.NAME.
+read_run() {
+	(cd /tmp && fio --name="$1" --filename=/dev/mapper/$1 $FIO) >/tmp/fio.$1 2>&1 || {
 		cat /tmp/fio.$1
 		fail "fio on $1"
 	}
-	iops=$(awk -F';' '$3 == "'"$1"'" { printf "%d", $8 }' /tmp/fio.$1)
-	errs=$(awk -F';' '$3 == "'"$1"'" { print $5 }' /tmp/fio.$1)
-	expect "$1: fio errors" "$errs" 0
+	iops=$(awk -F';' -v n="$1" '$3 == n { printf "%d", $8 }' /tmp/fio.$1)
+	errs=$(awk -F';' -v n="$1" '$3 == n { print $5 }' /tmp/fio.$1)
+	[ "$errs" = 0 ] || fail "$1: fio reports error '$errs': $(cat /tmp/fio.$1)"
 	[ "${iops:-0}" -gt 0 ] || fail "$1: no IOPS in fio's output: $(cat /tmp/fio.$1)"
-	tell "$1: $iops IOPS"
-	eval "IOPS_$1=$iops"
+	printf ' %9s' "$iops"
+	echo "$iops" >>/tmp/iops.$1
 }
-blkdiscard $BENCH_DATA 2>/dev/null || true
-show dmsetup create vol --table "0 $((BENCH_MIB * 2048)) linear $BENCH_DATA 0"
-bench linear
-show dmsetup remove vol
-for impl in dmthin rthin; do
-	if [ $impl = rthin ]; then pool_t=rthin-pool thin_t=rthin; else pool_t=thin-pool thin_t=thin; fi
-	wipe $BENCH_META
-	blkdiscard $BENCH_DATA 2>/dev/null || true
-	show dmsetup create bpool --table "0 $(sectors $BENCH_DATA) $pool_t $BENCH_META $BENCH_DATA 128 0 1 skip_block_zeroing"
-	show dmsetup message bpool 0 "create_thin 1"
-	show dmsetup create vol --table "0 $((BENCH_MIB * 2048)) $thin_t /dev/mapper/bpool 1"
-	bench $impl
-	expect "$impl: data blocks provisioned" "$(used bpool)" "$((BENCH_MIB * 1024 / BS_KIB))"
-	show dmsetup remove vol
-	show dmsetup remove bpool
+rm -f /tmp/iops.*
+printf '    %-8s %9s %9s %9s\n' round lin dmthin rthin
+r=1
+while [ $r -le "$READ_SECONDS" ]; do
+	printf '    %-8s' $r
+	for t in lin dmthin rthin; do read_run $t; done
+	echo
+	r=$((r + 1))
 done
+median() {
+	sort -n "$1" | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%d\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+IOPS_linear=$(median /tmp/iops.lin) IOPS_dmthin=$(median /tmp/iops.dmthin) IOPS_rthin=$(median /tmp/iops.rthin)
+printf '    %-8s %9s %9s %9s\n' median "$IOPS_linear" "$IOPS_dmthin" "$IOPS_rthin"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 r_lin=$(ratio "$IOPS_rthin" "$IOPS_linear") r_c=$(ratio "$IOPS_rthin" "$IOPS_dmthin")
-echo
-printf '    %-10s %10s\n' target IOPS linear "$IOPS_linear" dm-thin "$IOPS_dmthin" rthin "$IOPS_rthin"
-tell "rthin = $r_lin x dm-linear, $r_c x the C dm-thin"
-tell "A toy figure: one short run each, in a VM under software emulation (TCG) on a shared host."
-tell "'make bench' measures properly (repetitions, more cases; Documentation/performance.md)."
+tell "rthin = $r_lin x dm-linear, $r_c x the C dm-thin (median IOPS)"
+tell "A toy figure: ${READ_SECONDS} s per target in a VM under software emulation (TCG) on a shared"
+tell "host. 'make bench' measures properly (repetitions, more cases; Documentation/performance.md)."
+for d in lin dmthin rthin dmthin-pool rthin-pool dmthin-meta dmthin-data rthin-meta rthin-data; do
+	dmsetup remove $d || fail "removing $d"
+done
 
 # ---------------------------------------------------------------------------
 STEP_NAME="summary"
@@ -270,7 +291,7 @@ cat <<TXT
       blocks and device 2 mapping $n2, $shared of them shared.
     - The C dm-thin opened the same pool (status as rthin's), read both devices back
       intact and wrote 1 MiB; rthin opened it again ($c_used used blocks) and read that back.
-    - 4 KiB random reads, ${READ_SECONDS} s each (TCG toy figure, see 'make bench'): dm-linear
-      $IOPS_linear IOPS, dm-thin $IOPS_dmthin, rthin $IOPS_rthin: rthin = $r_lin x linear, $r_c x dm-thin.
+    - 4 KiB random reads, ${READ_SECONDS} s per target in 1 s turns (TCG toy figure, see 'make bench'):
+      median dm-linear $IOPS_linear IOPS, dm-thin $IOPS_dmthin, rthin $IOPS_rthin: rthin = $r_lin x linear, $r_c x dm-thin.
 TXT
 echo "DEMO OK"
