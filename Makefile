@@ -8,7 +8,8 @@
 #                   name contains NAME (comma-separated: several), no host steps
 #   make check-debug  the module and the VM suite on a debug kernel (KASAN, KFENCE,
 #                   lockdep, RCU and atomic-sleep checks; several times slower than check)
-#   make demo       boots the VM and shows a pool and a thin volume at work
+#   make demo       boots the VM and shows what rthin does (provisioning, snapshots, discards,
+#                   rthinctl, the pool moving to the C dm-thin and back), every claim checked
 #   make module     builds dm-rthin.ko (and, if missing, the sysroot and kernel)
 #   make vm-shell   boots the VM with a shell, module loaded
 #   make soak       tests/vm/90-soak.sh for 20 minutes (mixed fio, snapshots, discards, suspends, reloads)
