@@ -33,6 +33,7 @@ use kernel::{
 use crate::{
     block_geometry::BlockGeometry,
     block_store::BlockStore,
+    cell_table::CellTable,
     checksum::BlockKind,
     core_error::CoreError,
     dm_errno::{EBUSY, EINVAL, ENOMEM, EPERM},
@@ -263,7 +264,11 @@ impl Tick for PoolObj {
             let mut st = self.lock_settled();
             let _ = st.commit();
         }
-        self.lock().check_no_space_deadline();
+        let mut st = self.lock();
+        st.check_no_space_deadline();
+        // Bios that found no memory for a cell while no provision was in
+        // flight to wake them.
+        st.requeue_cell_waiters();
     }
 }
 
@@ -412,11 +417,6 @@ impl PoolObj {
     }
 }
 
-/// Provisions in flight per pool at most. The cell table is allocated with
-/// the pool, so the I/O path never allocates for it; a provision beyond this
-/// waits on its thin's list until a cell closes.
-const CELL_CAPACITY: usize = 256;
-
 /// The pool's two space maps.
 #[derive(Clone, Copy)]
 enum Space {
@@ -473,14 +473,6 @@ pub(crate) enum Reuse {
     AfterPassdowns,
 }
 
-/// Bios waiting for a provision of their virtual block to finish (dm-thin's
-/// bio prison cell, reduced to what rthin needs).
-struct Cell {
-    dev: u32,
-    vblock: u64,
-    parked: BioList,
-}
-
 /// One registry entry (`dm_thin_pool_table`).
 pub(crate) struct PoolEntry {
     /// The pool's mapped device.
@@ -523,9 +515,9 @@ pub(crate) struct PoolState {
     thins: KVec<Arc<ThinIo>>,
     /// The mapping cache of all the pool's thin devices (its writers' side).
     cache: PoolCache,
-    /// Virtual blocks being provisioned (capacity [`CELL_CAPACITY`]).
-    cells: KVec<Cell>,
-    /// Some thin holds bios that found the cell table full.
+    /// Virtual blocks being provisioned.
+    cells: CellTable,
+    /// Some thin holds bios that found no memory for a cell.
     waiting_for_cells: bool,
     /// Some thin holds bios that wait until freed blocks may be reused.
     waiting_for_reuse: bool,
@@ -1044,24 +1036,14 @@ impl PoolState {
         vblock: u64,
         bio: OwnedBio,
     ) -> Result<(), OwnedBio> {
-        match self
-            .cells
-            .iter_mut()
-            .find(|c| c.dev == dev && c.vblock == vblock)
-        {
-            Some(c) => {
-                c.parked.push(bio);
-                Ok(())
-            }
-            None => Err(bio),
-        }
+        self.cells.park(dev, vblock, bio)
     }
 
-    /// True if a provision can open a cell now; otherwise the caller holds
-    /// its bio ([`ThinIo`]'s cell waiters) until [`Self::close_cell`] hands
-    /// the waiters back.
-    pub(crate) fn cell_available(&mut self) -> bool {
-        let available = self.cells.len() < self.cells.capacity();
+    /// True if a provision of `(dev, vblock)` can open its cell; otherwise
+    /// (no memory for it) the caller holds its bio on its thin's waiters
+    /// until a cell closes or the next tick ([`Self::requeue_cell_waiters`]).
+    pub(crate) fn cell_available(&mut self, dev: u32, vblock: u64) -> bool {
+        let available = self.cells.reserve(dev, vblock);
         if !available {
             self.waiting_for_cells = true;
         }
@@ -1072,35 +1054,29 @@ impl PoolState {
     /// [`Self::close_cell`]. Returns the metadata epoch to check at the end.
     /// Never allocates: the caller checked [`Self::cell_available`].
     pub(crate) fn open_cell(&mut self, dev: u32, vblock: u64) -> Option<u64> {
-        let cell = Cell {
-            dev,
-            vblock,
-            parked: BioList::new(),
-        };
-        self.cells.push_within_capacity(cell).ok()?;
+        if !self.cells.open(dev, vblock) {
+            return None;
+        }
         self.inflight += 1;
         Some(self.epoch)
     }
 
-    /// Ends a provision; returns the bios that parked on it. Bios that
-    /// waited for a free cell go back to their workers.
+    /// Ends a provision; returns the bios that parked on it (and only
+    /// those: no other provision waits for this one).
     pub(crate) fn close_cell(&mut self, dev: u32, vblock: u64) -> BioList {
         self.inflight = self.inflight.saturating_sub(1);
-        let parked = match self
-            .cells
-            .iter()
-            .position(|c| c.dev == dev && c.vblock == vblock)
-        {
-            Some(i) => self.cells.remove(i).map(|c| c.parked).unwrap_or_default(),
-            None => BioList::new(),
-        };
+        self.requeue_cell_waiters();
+        self.cells.close(dev, vblock)
+    }
+
+    /// Hands bios that found no memory for a cell back to their workers.
+    fn requeue_cell_waiters(&mut self) {
         if self.waiting_for_cells {
             self.waiting_for_cells = false;
             for t in self.thins.iter() {
                 t.requeue_waiters();
             }
         }
-        parked
     }
 
     /// The metadata epoch (see [`Self::open_cell`]).
@@ -1210,12 +1186,7 @@ impl PoolState {
         while from < end {
             // The runs between the virtual blocks a provision holds, each
             // removed in one pass (dm-thin skips contended blocks too).
-            let held = self
-                .cells
-                .iter()
-                .filter(|c| c.dev == thin.dev_id && c.vblock >= from && c.vblock < end)
-                .map(|c| c.vblock)
-                .min();
+            let held = self.cells.first_held(thin.dev_id, from, end);
             let run_end = held.unwrap_or(end);
             if from < run_end {
                 let removed = self.md.remove_range_freeing(dev, from, run_end, |b| {
@@ -1500,7 +1471,7 @@ fn find_or_create(
         features,
         thins: KVec::new(),
         cache,
-        cells: KVec::with_capacity(CELL_CAPACITY, GFP_KERNEL).map_err(|_| alloc)?,
+        cells: CellTable::new().map_err(|_| alloc)?,
         waiting_for_cells: false,
         waiting_for_reuse: false,
         tracker: tracker.clone(),

@@ -52,6 +52,7 @@ pub mod thin_metadata;
 pub mod tm;
 // ---- end of core ----
 
+mod cell_table;
 mod cpu_counter;
 mod glue;
 mod kunit;

@@ -515,7 +515,7 @@ impl ThinIo {
         old: Option<u64>,
         after_commit: bool,
     ) {
-        if !st.cell_available() {
+        if !st.cell_available(self.dev_id, vblock) {
             // Pushed under the pool lock: the next `close_cell` requeues it.
             self.waiters.lock().push(bio);
             return;
