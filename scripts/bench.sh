@@ -6,9 +6,10 @@
 # Usage: bench.sh [--quick] [options]
 #   --quick           case 2 (4k randread, iodepth 32, numjobs 2), a short case 4,
 #                     case 7 at 32 GiB and case 8
-#   --cases LIST      comma list of c1..c8 (full default: c1,c2,c3,c4,c5,c6,c7,c8)
+#   --cases LIST      comma list of c1..c9, c12 (full default: all of them)
 #   --cpus N          vCPUs of the main boot (default 2)
-#   --oversub N       vCPUs of the extra case-2 boot of the full bench, 0 for none (default 4)
+#   --oversub N       vCPUs of the extra case-2 boot of the full bench (case 10: numjobs
+#                     1, 2, 4 ... up to twice N), 0 for none (default 4)
 #   --reps N          repetitions per measurement (default 3)
 #   --runtime S       seconds per timed fio run (default 5)
 #   --data brd|nullb  the data device: a brd RAM disk or a null_blk without memory
@@ -47,7 +48,7 @@ if [ $quick = 1 ]; then
 	vm_env=(BENCH_NJOBS=2 BENCH_SNAPS=0+1+10 BENCH_WVOL_MIB=32 BENCH_VOL_MIB=256)
 	rd_mib=512 mem=3072 timeout=2400
 else
-	: "${cases:=c1,c2,c3,c4,c5,c6,c7,c8}"
+	: "${cases:=c1,c2,c3,c4,c5,c6,c7,c8,c9,c12}"
 	# numjobs from 1 to the vCPUs asked for (not what the guest brought up).
 	vm_env=(BENCH_VOL_MIB=256 BENCH_WVOL_MIB=64 "BENCH_NJOBS=$(seq -s+ 1 "$cpus")" BENCH_LVOLS=32768+65536)
 	rd_mib=1024 mem=4096 timeout=7200
@@ -144,9 +145,10 @@ boot_all() {
 }
 
 boot_all "$cpus"
-# Case 2 oversubscribed: more vCPUs than the host has cores, numjobs up to it.
+# Case 10: case 2 oversubscribed, more vCPUs than the host has cores,
+# numjobs in powers of two up to twice the vCPUs.
 if [ "$oversub" -gt 0 ] && [[ ,$cases, == *,c2,* ]]; then
-	boot_all "$oversub" BENCH_CASES=c2 "BENCH_NJOBS=$(seq -s+ 1 "$oversub" | awk -F+ '{for (i = 1; i <= NF; i *= 2) printf "%s%s", (i > 1 ? "+" : ""), $i}')"
+	boot_all "$oversub" BENCH_CASES=c2 "BENCH_NJOBS=$(seq -s+ 1 $((2 * oversub)) | awk -F+ '{for (i = 1; i <= NF; i *= 2) printf "%s%s", (i > 1 ? "+" : ""), $i}')"
 fi
 echo "$(($(date +%s) - start))" >"$out/bench-seconds"
 

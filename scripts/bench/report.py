@@ -38,6 +38,10 @@ CASE_TITLES = {
     "c7-fill": "7. provisioning fill: 1 MiB direct writes over a fresh large volume, zeroing off",
     "c7-large-randread": "7. 4k random read, iodepth 32, numjobs 2, large fully provisioned volume",
     "c8-cold-randread": "8. 4k random read, first touch after activation / after a thin reload",
+    "c9-many-thins": "9. kernel memory per active idle 1 TiB thin (slab + vmalloc + per-CPU)",
+    "c9-activate": "9. activating the thins (one dmsetup call)",
+    "c9-randread": "9. 4k random read, iodepth 32, numjobs 2, spread over 100 of the thins",
+    "c12-read-during-fsync": "12. 4k reads of one volume during another's 4k write + fsync stream",
 }
 CASE_ORDER = list(CASE_TITLES)
 
@@ -75,8 +79,17 @@ def metrics_from_fio(case, jobs):
     def total(rw, field):
         return sum(j[rw][field] for j in jobs)
 
-    if case in ("c2-randread", "c3-snap-randread", "c7-large-randread", "c8-cold-randread"):
+    if case in ("c2-randread", "c3-snap-randread", "c7-large-randread", "c8-cold-randread", "c9-randread"):
         return {"IOPS": (total("read", "iops"), True)}
+    if case == "c12-read-during-fsync":
+        # The first job is the reader; the second writes and syncs.
+        j = jobs[0]
+        out = {"read IOPS": (j["read"]["iops"], True)}
+        for p in (50, 99):
+            v = pct(j["read"].get("clat_ns"), p)
+            if v is not None:
+                out[f"read p{p} µs"] = (v, False)
+        return out
     if case == "c1-seqread":
         return {"MiB/s": (total("read", "bw_bytes") / 2**20, True)}
     if case in ("c4-provision", "c4-break-sharing", "c7-fill"):
@@ -156,6 +169,8 @@ def load_boot(boot_dir, rows, notes, errors):
                 found = metrics_from_fio(case, fio_jobs(bench / value))
             elif kind == "ns":
                 found = {"ms": (int(value) / 1e6, False)}
+            elif kind == "kib":
+                found = {"KiB": (int(value), False)}
             else:
                 continue
         except (OSError, ValueError, KeyError) as e:

@@ -16,7 +16,7 @@
 # scripts/bench/report.py reads it on the host.
 #
 # Settings (kernel command line NAME=VALUE words, see scripts/bench.sh):
-#   BENCH_CASES    comma list of c1..c8 (default c2,c4)
+#   BENCH_CASES    comma list of c1..c9 and c12 (default c2,c4)
 #   BENCH_REPS     repetitions per measurement (3)
 #   BENCH_RUNTIME  seconds per timed fio run (5)
 #   BENCH_VOL_MIB  volume size for the read cases 1-3 and case 6 (256)
@@ -27,6 +27,7 @@
 #   BENCH_BLOCKS   pool block sizes in sectors for case 1, '+'-separated (128+16384)
 #   BENCH_LVOLS    volume sizes in MiB for case 7, '+'-separated (32768)
 #   BENCH_CVOL_MIB volume size for case 8 (1024)
+#   BENCH_THINS    thin devices for case 9 (1000)
 #   BENCH_DATA     brd (default) or nullb (null_blk without memory: no data kept);
 #                  cases 7 and 8 always use null_blk (their volumes exceed RAM)
 #   BENCH_TARGETS  '+'-separated subset of linear+dm-thin+rthin
@@ -59,6 +60,7 @@ THINS=$(for t in $TARGETS; do [ "$t" = linear ] || echo "$t"; done)
 DATA_KIND=${BENCH_DATA:-brd}
 LVOLS=$(echo "${BENCH_LVOLS:-32768}" | tr + ' ')
 CVOL=${BENCH_CVOL_MIB:-1024}
+NTHINS=${BENCH_THINS:-1000}
 STEP_LIMIT=${BENCH_LIMIT:-$((120 + 4 * RT))}
 LIMIT=$STEP_LIMIT
 ON_NULLB=0
@@ -591,6 +593,140 @@ reload_thin() {
 	dmsetup suspend "$d" && dmsetup reload "$d" --table "$tt" && dmsetup resume "$d"
 }
 
+# kernel_kib: slab + vmalloc + per-CPU memory in use, KiB.
+kernel_kib() {
+	awk '$1 == "Slab:" || $1 == "VmallocUsed:" || $1 == "Percpu:" { s += $2 } END { print s }' /proc/meminfo
+}
+
+# many_thins TARGET: NTHINS empty thin devices of 1 TiB in the target's
+# metadata (from a generated dump), its pool created; the thins are not
+# active yet.
+many_thins() {
+	local t=$1 meta=/dev/mapper/bench-$1-meta data i
+	data=$(data_of "$t")
+	{
+		echo "<superblock uuid=\"\" time=\"0\" transaction=\"1\" flags=\"0\" version=\"2\" data_block_size=\"128\" nr_data_blocks=\"$(($(blockdev --getsz "$data") / 128))\">"
+		i=1
+		while [ $i -le "$NTHINS" ]; do
+			echo "<device dev_id=\"$i\" mapped_blocks=\"0\" transaction=\"0\" creation_time=\"0\" snap_time=\"0\"></device>"
+			i=$((i + 1))
+		done
+		echo "</superblock>"
+	} >/tmp/many.xml
+	dmsetup create "bench-$t-meta" --table "0 $((64 * 2048)) linear /dev/ram0 $(meta_off "$t")" &&
+		thin_restore -q -i /tmp/many.xml -o "$meta" &&
+		dmsetup create "$(pool "$t")" --table "0 $(blockdev --getsz "$data") $(pool_target "$t") $meta $data 128 0 1 skip_block_zeroing"
+}
+
+# activate_thins TARGET: the NTHINS thins of 1 TiB, bench-TARGET-N, in one dmsetup call.
+activate_thins() {
+	local t=$1 i=1 spec=
+	while [ $i -le "$NTHINS" ]; do
+		spec="$spec${spec:+;}bench-$t-$i,,,,0 $((1 << 31)) $(thin_target "$t") /dev/mapper/$(pool "$t") $i"
+		i=$((i + 1))
+	done
+	dmsetup create --concise "$spec"
+}
+
+# ---- case 9: a thousand thin devices of 1 TiB on one pool ----
+# Kernel memory per active idle thin, the time to activate them all, and 4k
+# random reads spread over 100 of them (2 MiB written to each first).
+case9() {
+	local t r before files i
+	say "c9 $NTHINS thin devices of 1 TiB each on one pool"
+	for t in $THINS; do
+		CUR=$t
+		alive "$t" || continue
+		teardown "$t"
+		[ "$DATA_KIND" = brd ] && try blkdiscard "$(data_of "$t")"
+		if ! try many_thins "$t"; then
+			record c9-many-thins "${NTHINS}thins" "$t" - error "setup: $(errmsg)"
+			continue
+		fi
+		sync
+		before=$(kernel_kib)
+		if ! timed c9-activate "${NTHINS}thins" "$t" 1 activate_thins "$t"; then
+			continue
+		fi
+		sleep 1
+		record c9-many-thins "${NTHINS}thins" "$t" 1 kib $((($(kernel_kib) - before) / NTHINS))
+		files=
+		i=1
+		while [ $i -le 100 ]; do
+			dd if=/dev/urandom of="/dev/mapper/bench-$t-$((i * NTHINS / 100))" bs=1M count=2 oflag=direct 2>/dev/null
+			files="$files${files:+:}/dev/mapper/bench-$t-$((i * NTHINS / 100))"
+			i=$((i + 1))
+		done
+		eval "FILES_$(echo "$t" | tr -d -)=\$files"
+	done
+	for r in $(reps); do
+		for t in $(rotated "$r" $THINS); do
+			eval "files=\${FILES_$(echo "$t" | tr -d -):-}"
+			[ -n "$files" ] || continue
+			CUR=$t
+			mkdir -p "$B/runs/c9-randread"
+			step c9-randread 100of${NTHINS} "$t" "$r" fio
+			if limited fio --name=c9 --filename="$files" --output-format=json \
+				--output="$B/runs/c9-randread/$t.$r.json" $RANDREAD --numjobs=2 --runtime="$RT" \
+				--size=200M --randrepeat=0 --file_service_type=random; then
+				record c9-randread "100of${NTHINS}" "$t" "$r" fio "runs/c9-randread/$t.$r.json"
+			else
+				record c9-randread "100of${NTHINS}" "$t" "$r" error "fio: $(tr '\n\t' '  ' <"$ERR" | cut -c1-300)"
+			fi
+		done
+	done
+	for t in $THINS; do
+		for i in $(seq 1 "$NTHINS"); do dmsetup remove "bench-$t-$i" 2>/dev/null; done
+		teardown "$t"
+	done
+	checkpoint c9
+}
+
+# second_volume TARGET: bench-TARGET-b, WVOL MiB, fresh: thin device 2 of
+# the target's pool (deleted and created again), or a linear device on the
+# linear target's disk after its volume.
+second_volume() {
+	local t=$1
+	dmsetup remove "bench-$t-b" 2>/dev/null
+	if [ "$t" = linear ]; then
+		dmsetup create bench-linear-b --table "0 $((WVOL * 2048)) linear $(data_of linear) $((VOL * 2048))"
+		return
+	fi
+	dmsetup message "$(pool "$t")" 0 "delete 2" 2>/dev/null
+	dmsetup message "$(pool "$t")" 0 "create_thin 2" &&
+		dmsetup create "bench-$t-b" --table "0 $((WVOL * 2048)) $(thin_target "$t") /dev/mapper/$(pool "$t") 2"
+}
+
+# ---- case 12: reads of one thin while another of the pool commits ----
+# One job reads 4k at random (psync, one at a time) from a provisioned
+# volume while a second job writes 4k to new blocks of another volume of the
+# same pool with an fsync after each (every fsync a commit): the read
+# latency (p99) shows whether commits stall readers. dm-linear runs the same
+# pair on two linear devices of one disk.
+case12() {
+	local r t second
+	say "c12 read latency of one volume during another's 4k write + fsync stream"
+	setup_all c12-read-during-fsync - 128 skip_block_zeroing "$VOL" "$VOL"
+	for r in $(reps); do
+		# shellcheck disable=SC2086
+		for t in $(rotated "$r" $READY); do
+			second=/dev/mapper/bench-$t-b
+			CUR=$t
+			# A fresh second volume each time: every write provisions.
+			if ! try second_volume "$t"; then
+				record c12-read-during-fsync - "$t" "$r" error "second volume: $(errmsg)"
+				continue
+			fi
+			fio_run c12-read-during-fsync - "$t" "$r" --rw=randread --bs=4k --ioengine=psync --direct=1 \
+				--size="${VOL}M" --runtime="$RT" --time_based --randrepeat=0 \
+				--name=fsync --filename="$second" --rw=randwrite --bs=4k --ioengine=psync --direct=1 \
+				--fsync=1 --size="${WVOL}M" --runtime="$RT" --time_based --randrepeat=0
+		done
+	done
+	for t in $TARGETS; do dmsetup remove "bench-$t-b" 2>/dev/null; teardown "$t"; done
+	checkpoint c12
+}
+
 # ---- case 8: first-touch reads after activation, and after a thin reload ----
 case8() {
 	local r t ready v
@@ -651,6 +787,8 @@ has_case c5 && case5
 has_case c6 && case6
 has_case c7 && case7
 has_case c8 && case8
+has_case c9 && case9
+has_case c12 && case12
 for t in $TARGETS; do teardown "$t"; done
 say "done in $((($(now) - t_start) / 1000000000)) s"
 echo "elapsed_s=$((($(now) - t_start) / 1000000000))" >>"$B/env"
