@@ -118,13 +118,17 @@ impl<S: BlockStore> Tm<S> {
         Ok(())
     }
 
-    /// Looks `key` up.
-    pub(crate) fn btree_lookup(
+    /// Walks from `root` down to the leaf that holds `key`, or would, and
+    /// hands `at_leaf` that leaf, its header and `key`'s index in it if it is
+    /// there. `None` if the walk ends above the leaves (`key` is below every
+    /// key of an internal node).
+    fn at_leaf_of<R>(
         &self,
         root: u64,
         key: u64,
         kind: TreeKind,
-    ) -> CoreResult<Option<Value>> {
+        at_leaf: impl FnOnce(&[u8], &Header, Option<usize>) -> CoreResult<R>,
+    ) -> CoreResult<Option<R>> {
         let mut cur = root;
         for _ in 0..MAX_DEPTH {
             self.check_meta_block(cur)?;
@@ -132,12 +136,11 @@ impl<S: BlockStore> Tm<S> {
             let h = node::check(&g, kind.value_size())?;
             let idx = node::lower_bound(&g, &h, key)?;
             if h.leaf {
-                return match idx {
-                    Some(i) if node::key(&g, &h, i)? == key => {
-                        Ok(Some(Value::from_slice(node::value(&g, &h, i)?)))
-                    }
-                    _ => Ok(None),
+                let found = match idx {
+                    Some(i) if node::key(&g, &h, i)? == key => Some(i),
+                    _ => None,
                 };
+                return at_leaf(&g, &h, found).map(Some);
             }
             match idx {
                 None => return Ok(None),
@@ -145,6 +148,21 @@ impl<S: BlockStore> Tm<S> {
             }
         }
         Err(corrupt(Corruption::TooDeep))
+    }
+
+    /// Looks `key` up.
+    pub(crate) fn btree_lookup(
+        &self,
+        root: u64,
+        key: u64,
+        kind: TreeKind,
+    ) -> CoreResult<Option<Value>> {
+        let found = self.at_leaf_of(root, key, kind, |g, h, found| {
+            found
+                .map(|i| node::value(g, h, i).map(Value::from_slice))
+                .transpose()
+        })?;
+        Ok(found.flatten())
     }
 
     /// Looks `key` up; if it is there, calls `each` with every entry of its
@@ -157,30 +175,19 @@ impl<S: BlockStore> Tm<S> {
         kind: TreeKind,
         mut each: impl FnMut(u64, Value),
     ) -> CoreResult<Option<Value>> {
-        let mut cur = root;
-        for _ in 0..MAX_DEPTH {
-            self.check_meta_block(cur)?;
-            let g = self.store.read(cur, BlockKind::Node)?;
-            let h = node::check(&g, kind.value_size())?;
-            let idx = node::lower_bound(&g, &h, key)?;
-            if h.leaf {
-                let Some(i) = idx.filter(|&i| node::key(&g, &h, i).ok() == Some(key)) else {
-                    return Ok(None);
-                };
-                for j in 0..h.nr_entries {
-                    each(
-                        node::key(&g, &h, j)?,
-                        Value::from_slice(node::value(&g, &h, j)?),
-                    );
-                }
-                return Ok(Some(Value::from_slice(node::value(&g, &h, i)?)));
+        let found = self.at_leaf_of(root, key, kind, |g, h, found| {
+            let Some(i) = found else {
+                return Ok(None);
+            };
+            for j in 0..h.nr_entries {
+                each(
+                    node::key(g, h, j)?,
+                    Value::from_slice(node::value(g, h, j)?),
+                );
             }
-            match idx {
-                None => return Ok(None),
-                Some(i) => cur = node::value_u64(&g, &h, i)?,
-            }
-        }
-        Err(corrupt(Corruption::TooDeep))
+            Ok(Some(Value::from_slice(node::value(g, h, i)?)))
+        })?;
+        Ok(found.flatten())
     }
 
     /// Looks `key` up and reports whether any node on its path (root
