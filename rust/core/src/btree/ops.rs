@@ -10,11 +10,18 @@
 
 use crate::block_store::BlockStore;
 use crate::btree::node::{self, Header};
-use crate::btree::{TreeKind, Value, MAX_DEPTH};
+use crate::btree::{TreeKind, Value, MAX_DEPTH, MAX_VALUE_SIZE};
 use crate::checksum::BlockKind;
 use crate::core_error::{corrupt, CoreError, CoreResult, Corruption};
 use crate::space_map::SmKind;
 use crate::tm::Tm;
+
+/// Free entries a sibling needs to take entries from a full node instead of
+/// the node splitting (persistent-data's `SPACE_THRESHOLD`).
+const SPACE_THRESHOLD: usize = 8;
+
+/// Entries moved between siblings per round trip through the stack buffer.
+const MOVE_CHUNK: usize = 16;
 
 /// Recursion limit of the two-level release (top-level depth + bottom depth).
 const MAX_RELEASE_DEPTH: usize = 2 * MAX_DEPTH + 2;
@@ -277,17 +284,145 @@ impl<S: BlockStore> Tm<S> {
                 let mut g = self.store.write(cur, BlockKind::Node)?;
                 node::set_value(&mut g, &h, i, &nc.to_le_bytes())?;
             }
-            if self.node_header(nc, kind)?.is_full() {
-                let (sib, sib_key) = self.split_node(nc, kind)?;
-                let mut g = self.store.write(cur, BlockKind::Node)?;
-                let mut h = node::check(&g, kind.value_size())?;
-                node::insert_at(&mut g, &mut h, i + 1, sib_key, &sib.to_le_bytes())?;
-                cur = if key >= sib_key { sib } else { nc };
+            cur = if self.node_header(nc, kind)?.is_full() {
+                self.rebalance_or_split(cur, i, nc, key, kind)?
             } else {
-                cur = nc;
-            }
+                nc
+            };
         }
         Err(corrupt(Corruption::TooDeep))
+    }
+
+    /// Makes room in the full, writable child `child` at index `i` of the
+    /// writable node `parent`, as persistent-data does: entries move into
+    /// the left or the right sibling if it is unshared and has at least
+    /// [`SPACE_THRESHOLD`] free entries (the two share their entries evenly),
+    /// otherwise the child splits in two. So a sequential fill leaves nodes
+    /// nearly full instead of half full. Returns the node `key` goes into.
+    fn rebalance_or_split(
+        &mut self,
+        parent: u64,
+        i: usize,
+        child: u64,
+        key: u64,
+        kind: TreeKind,
+    ) -> CoreResult<u64> {
+        let ph = self.node_header(parent, kind)?;
+        for right_side in [false, true] {
+            let sib_i = match right_side {
+                false if i > 0 => i - 1,
+                true if i + 1 < ph.nr_entries => i + 1,
+                _ => continue,
+            };
+            let sib = self.node_value_u64(parent, &ph, sib_i)?;
+            let sh = self.node_header(sib, kind)?;
+            if sh.max_entries - sh.nr_entries.min(sh.max_entries) < SPACE_THRESHOLD
+                || self.sm_count(SmKind::Meta, false, sib)? > 1
+            {
+                continue;
+            }
+            let ns = self.shadow(sib, kind)?;
+            if ns != sib {
+                let mut g = self.store.write(parent, BlockKind::Node)?;
+                node::set_value(&mut g, &ph, sib_i, &ns.to_le_bytes())?;
+            }
+            let (left, right, right_i) = if right_side {
+                (child, ns, sib_i)
+            } else {
+                (ns, child, i)
+            };
+            let right_key = self.share_evenly(left, right, kind)?;
+            let mut g = self.store.write(parent, BlockKind::Node)?;
+            node::set_key(&mut g, &ph, right_i, right_key)?;
+            return Ok(if key >= right_key { right } else { left });
+        }
+        let (sib, sib_key) = self.split_node(child, kind)?;
+        let mut g = self.store.write(parent, BlockKind::Node)?;
+        let mut h = node::check(&g, ph.value_size)?;
+        node::insert_at(&mut g, &mut h, i + 1, sib_key, &sib.to_le_bytes())?;
+        Ok(if key >= sib_key { sib } else { child })
+    }
+
+    /// Moves entries between the writable neighbours `left` and `right`
+    /// (every key of `left` below every key of `right`) until they hold
+    /// half of their entries each; returns `right`'s new first key. Goes
+    /// through a small buffer, [`MOVE_CHUNK`] entries at a time: the store
+    /// hands out one block at a time.
+    fn share_evenly(&mut self, left: u64, right: u64, kind: TreeKind) -> CoreResult<u64> {
+        let lh = self.node_header(left, kind)?;
+        let rh = self.node_header(right, kind)?;
+        let leaf_vs = kind.value_size();
+        let total = lh.nr_entries + rh.nr_entries;
+        let want_left = total / 2;
+        let mut keys = [0u64; MOVE_CHUNK];
+        let mut vals = [0u8; MOVE_CHUNK * MAX_VALUE_SIZE];
+        let vs = lh.value_size;
+        if vs != rh.value_size || vs == 0 || vs > MAX_VALUE_SIZE {
+            return Err(corrupt(Corruption::Layout));
+        }
+        let mut nl = lh.nr_entries;
+        // Right to left: the front of `right` goes to the end of `left`.
+        while nl < want_left {
+            let n = (want_left - nl).min(MOVE_CHUNK);
+            {
+                let g = self.store.read(right, BlockKind::Node)?;
+                let h = node::check(&g, leaf_vs)?;
+                for (j, (k, v)) in keys
+                    .iter_mut()
+                    .zip(vals.chunks_exact_mut(vs))
+                    .take(n)
+                    .enumerate()
+                {
+                    *k = node::key(&g, &h, j)?;
+                    v.copy_from_slice(node::value(&g, &h, j)?);
+                }
+            }
+            {
+                let mut g = self.store.write(left, BlockKind::Node)?;
+                let mut h = node::check(&g, leaf_vs)?;
+                for (j, (&k, v)) in keys.iter().zip(vals.chunks_exact(vs)).take(n).enumerate() {
+                    node::insert_at(&mut g, &mut h, nl + j, k, v)?;
+                }
+            }
+            let mut g = self.store.write(right, BlockKind::Node)?;
+            let mut h = node::check(&g, leaf_vs)?;
+            node::drop_front(&mut g, &mut h, n)?;
+            nl += n;
+        }
+        // Left to right: the end of `left` goes to the front of `right`.
+        while nl > want_left {
+            let n = (nl - want_left).min(MOVE_CHUNK);
+            let from = nl - n;
+            {
+                let g = self.store.read(left, BlockKind::Node)?;
+                let h = node::check(&g, leaf_vs)?;
+                for (j, (k, v)) in keys
+                    .iter_mut()
+                    .zip(vals.chunks_exact_mut(vs))
+                    .take(n)
+                    .enumerate()
+                {
+                    *k = node::key(&g, &h, from + j)?;
+                    v.copy_from_slice(node::value(&g, &h, from + j)?);
+                }
+            }
+            {
+                let mut g = self.store.write(right, BlockKind::Node)?;
+                let mut h = node::check(&g, leaf_vs)?;
+                node::shift_right(&mut g, &mut h, n)?;
+                for (j, (&k, v)) in keys.iter().zip(vals.chunks_exact(vs)).take(n).enumerate() {
+                    node::set_key(&mut g, &h, j, k)?;
+                    node::set_value(&mut g, &h, j, v)?;
+                }
+            }
+            let mut g = self.store.write(left, BlockKind::Node)?;
+            let mut h = node::check(&g, leaf_vs)?;
+            node::set_nr(&mut g, &mut h, from)?;
+            nl = from;
+        }
+        let g = self.store.read(right, BlockKind::Node)?;
+        let h = node::check(&g, leaf_vs)?;
+        node::key(&g, &h, 0)
     }
 
     /// Moves the upper half of (writable, full) node `b` into a new sibling.
