@@ -23,6 +23,41 @@ const SPACE_THRESHOLD: usize = 8;
 /// Entries moved between siblings per round trip through the stack buffer.
 const MOVE_CHUNK: usize = 16;
 
+/// Entries on their way between two nodes ([`MOVE_CHUNK`] at most).
+struct Staging {
+    keys: [u64; MOVE_CHUNK],
+    vals: [u8; MOVE_CHUNK * MAX_VALUE_SIZE],
+    vs: usize,
+}
+
+impl Staging {
+    fn new(vs: usize) -> CoreResult<Self> {
+        if vs == 0 || vs > MAX_VALUE_SIZE {
+            return Err(corrupt(Corruption::Layout));
+        }
+        Ok(Self {
+            keys: [0; MOVE_CHUNK],
+            vals: [0; MOVE_CHUNK * MAX_VALUE_SIZE],
+            vs,
+        })
+    }
+
+    /// Holds entry `(k, v)` in place `j`.
+    fn put(&mut self, j: usize, k: u64, v: &[u8]) -> CoreResult<()> {
+        *self.keys.get_mut(j).ok_or(corrupt(Corruption::Layout))? = k;
+        let off = j.saturating_mul(self.vs);
+        crate::codec::bytes_mut(&mut self.vals, off, self.vs)?.copy_from_slice(v);
+        Ok(())
+    }
+
+    /// The entry in place `j`.
+    fn get(&self, j: usize) -> CoreResult<(u64, &[u8])> {
+        let k = *self.keys.get(j).ok_or(corrupt(Corruption::Layout))?;
+        let off = j.saturating_mul(self.vs);
+        Ok((k, crate::codec::bytes(&self.vals, off, self.vs)?))
+    }
+}
+
 /// Recursion limit of the two-level release (top-level depth + bottom depth).
 const MAX_RELEASE_DEPTH: usize = 2 * MAX_DEPTH + 2;
 
@@ -354,10 +389,8 @@ impl<S: BlockStore> Tm<S> {
         let leaf_vs = kind.value_size();
         let total = lh.nr_entries + rh.nr_entries;
         let want_left = total / 2;
-        let mut keys = [0u64; MOVE_CHUNK];
-        let mut vals = [0u8; MOVE_CHUNK * MAX_VALUE_SIZE];
-        let vs = lh.value_size;
-        if vs != rh.value_size || vs == 0 || vs > MAX_VALUE_SIZE {
+        let mut stage = Staging::new(lh.value_size)?;
+        if lh.value_size != rh.value_size {
             return Err(corrupt(Corruption::Layout));
         }
         let mut nl = lh.nr_entries;
@@ -367,20 +400,15 @@ impl<S: BlockStore> Tm<S> {
             {
                 let g = self.store.read(right, BlockKind::Node)?;
                 let h = node::check(&g, leaf_vs)?;
-                for (j, (k, v)) in keys
-                    .iter_mut()
-                    .zip(vals.chunks_exact_mut(vs))
-                    .take(n)
-                    .enumerate()
-                {
-                    *k = node::key(&g, &h, j)?;
-                    v.copy_from_slice(node::value(&g, &h, j)?);
+                for j in 0..n {
+                    stage.put(j, node::key(&g, &h, j)?, node::value(&g, &h, j)?)?;
                 }
             }
             {
                 let mut g = self.store.write(left, BlockKind::Node)?;
                 let mut h = node::check(&g, leaf_vs)?;
-                for (j, (&k, v)) in keys.iter().zip(vals.chunks_exact(vs)).take(n).enumerate() {
+                for j in 0..n {
+                    let (k, v) = stage.get(j)?;
                     node::insert_at(&mut g, &mut h, nl + j, k, v)?;
                 }
             }
@@ -396,21 +424,17 @@ impl<S: BlockStore> Tm<S> {
             {
                 let g = self.store.read(left, BlockKind::Node)?;
                 let h = node::check(&g, leaf_vs)?;
-                for (j, (k, v)) in keys
-                    .iter_mut()
-                    .zip(vals.chunks_exact_mut(vs))
-                    .take(n)
-                    .enumerate()
-                {
-                    *k = node::key(&g, &h, from + j)?;
-                    v.copy_from_slice(node::value(&g, &h, from + j)?);
+                for j in 0..n {
+                    let i = from + j;
+                    stage.put(j, node::key(&g, &h, i)?, node::value(&g, &h, i)?)?;
                 }
             }
             {
                 let mut g = self.store.write(right, BlockKind::Node)?;
                 let mut h = node::check(&g, leaf_vs)?;
                 node::shift_right(&mut g, &mut h, n)?;
-                for (j, (&k, v)) in keys.iter().zip(vals.chunks_exact(vs)).take(n).enumerate() {
+                for j in 0..n {
+                    let (k, v) = stage.get(j)?;
                     node::set_key(&mut g, &h, j, k)?;
                     node::set_value(&mut g, &h, j, v)?;
                 }
