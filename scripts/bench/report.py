@@ -41,6 +41,7 @@ CASE_TITLES = {
     "c9-many-thins": "9. kernel memory per active idle 1 TiB thin (slab + vmalloc + per-CPU)",
     "c9-activate": "9. activating the thins (one dmsetup call)",
     "c9-randread": "9. 4k random read, iodepth 32, numjobs 2, spread over 100 of the thins",
+    "c11-metadata-space": "11. metadata blocks in use after each workload (after a commit)",
     "c12-read-during-fsync": "12. 4k reads of one volume during another's 4k write + fsync stream",
 }
 CASE_ORDER = list(CASE_TITLES)
@@ -171,6 +172,8 @@ def load_boot(boot_dir, rows, notes, errors):
                 found = {"ms": (int(value) / 1e6, False)}
             elif kind == "kib":
                 found = {"KiB": (int(value), False)}
+            elif kind == "blocks":
+                found = {"metadata blocks": (int(value), False)}
             else:
                 continue
         except (OSError, ValueError, KeyError) as e:

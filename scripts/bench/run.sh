@@ -16,7 +16,7 @@
 # scripts/bench/report.py reads it on the host.
 #
 # Settings (kernel command line NAME=VALUE words, see scripts/bench.sh):
-#   BENCH_CASES    comma list of c1..c9 and c12 (default c2,c4)
+#   BENCH_CASES    comma list of c1..c9, c11 and c12 (default c2,c4)
 #   BENCH_REPS     repetitions per measurement (3)
 #   BENCH_RUNTIME  seconds per timed fio run (5)
 #   BENCH_VOL_MIB  volume size for the read cases 1-3 and case 6 (256)
@@ -28,6 +28,7 @@
 #   BENCH_LVOLS    volume sizes in MiB for case 7, '+'-separated (32768)
 #   BENCH_CVOL_MIB volume size for case 8 (1024)
 #   BENCH_THINS    thin devices for case 9 (1000)
+#   BENCH_MD_ROUNDS snapshot rounds of case 11 (100)
 #   BENCH_DATA     brd (default) or nullb (null_blk without memory: no data kept);
 #                  cases 7 and 8 always use null_blk (their volumes exceed RAM)
 #   BENCH_TARGETS  '+'-separated subset of linear+dm-thin+rthin
@@ -61,6 +62,7 @@ DATA_KIND=${BENCH_DATA:-brd}
 LVOLS=$(echo "${BENCH_LVOLS:-32768}" | tr + ' ')
 CVOL=${BENCH_CVOL_MIB:-1024}
 NTHINS=${BENCH_THINS:-1000}
+MD_ROUNDS=${BENCH_MD_ROUNDS:-100}
 STEP_LIMIT=${BENCH_LIMIT:-$((120 + 4 * RT))}
 LIMIT=$STEP_LIMIT
 ON_NULLB=0
@@ -108,7 +110,7 @@ checkpoint() {
 # ---- devices ----
 # null_blk devices as big as the largest volume any case asks for (the RAM
 # disk's size when that is bigger).
-if [ "$DATA_KIND" = nullb ] || has_case c7 || has_case c8; then
+if [ "$DATA_KIND" = nullb ] || has_case c7 || has_case c8 || has_case c11; then
 	size_gb=$((($(blockdev --getsize64 /dev/ram1) + (1 << 30) - 1) >> 30))
 	for mib in $LVOLS $CVOL; do
 		[ $((mib / 1024 + 1)) -gt "$size_gb" ] && size_gb=$((mib / 1024 + 1))
@@ -664,15 +666,21 @@ case9() {
 			eval "files=\${FILES_$(echo "$t" | tr -d -):-}"
 			[ -n "$files" ] || continue
 			CUR=$t
+			alive "$t" || continue
 			mkdir -p "$B/runs/c9-randread"
 			step c9-randread 100of${NTHINS} "$t" "$r" fio
+			# fio takes minutes under TCG to open a hundred devices: a
+			# longer limit, and no cache invalidation per device (O_DIRECT
+			# reads need none).
+			LIMIT=$((STEP_LIMIT * 4))
 			if limited fio --name=c9 --filename="$files" --output-format=json \
 				--output="$B/runs/c9-randread/$t.$r.json" $RANDREAD --numjobs=2 --runtime="$RT" \
-				--size=200M --randrepeat=0 --file_service_type=random; then
+				--filesize=2M --invalidate=0 --randrepeat=0 --file_service_type=random; then
 				record c9-randread "100of${NTHINS}" "$t" "$r" fio "runs/c9-randread/$t.$r.json"
 			else
 				record c9-randread "100of${NTHINS}" "$t" "$r" error "fio: $(tr '\n\t' '  ' <"$ERR" | cut -c1-300)"
 			fi
+			LIMIT=$STEP_LIMIT
 		done
 	done
 	for t in $THINS; do
@@ -695,6 +703,91 @@ second_volume() {
 	dmsetup message "$(pool "$t")" 0 "delete 2" 2>/dev/null
 	dmsetup message "$(pool "$t")" 0 "create_thin 2" &&
 		dmsetup create "bench-$t-b" --table "0 $((WVOL * 2048)) $(thin_target "$t") /dev/mapper/$(pool "$t") 2"
+}
+
+# md_used TARGET: metadata blocks in use after a commit (a status without
+# --noflush commits first).
+md_used() {
+	dmsetup status "$(pool "$1")" | awk '{ split($5, a, "/"); print a[1] }'
+}
+
+# md_record TARGET ROW: records the metadata blocks in use for a row of case 11.
+md_record() {
+	local n
+	n=$(md_used "$1") && [ -n "$n" ] && record c11-metadata-space "$2" "$1" 1 blocks "$n"
+}
+
+# md_workloads TARGET: the workloads of case 11 on a fresh pool (64 KiB
+# blocks, null_blk data), the metadata in use recorded after each.
+md_workloads() {
+	local t=$1 p i
+	p=$(pool "$t")
+	setup "$t" 128 skip_block_zeroing $((4 * 1024)) || return 1
+	md_record "$t" 0-empty
+	# 1. random 64 KiB writes provisioning 1 GiB of a 4 GiB thin (fio's
+	# random map: every block written once).
+	fio --name=md1 --filename="$(dev "$t")" --rw=randwrite --bs=64k --size=4G --io_size=1G \
+		--direct=1 --ioengine=libaio --iodepth=8 --randrepeat=0 --output-format=terse >/dev/null || return 1
+	md_record "$t" 1-random-1GiB-of-4GiB
+	# 2. a second thin of 1 GiB written whole, in order.
+	dmsetup message "$p" 0 "create_thin 2" &&
+		dmsetup create "bench-$t-2" --table "0 $((1024 * 2048)) $(thin_target "$t") /dev/mapper/$p 2" &&
+		dd if=/dev/zero of="/dev/mapper/bench-$t-2" bs=1M count=1024 oflag=direct 2>/dev/null || return 1
+	md_record "$t" 2-sequential-1GiB
+	# 3. rounds of: snapshot thin 2 (suspended, as LVM), overwrite 5% of
+	# its blocks at random.
+	i=1
+	while [ $i -le "$MD_ROUNDS" ]; do
+		dmsetup suspend "bench-$t-2" && dmsetup message "$p" 0 "create_snap $((1000 + i)) 2" &&
+			dmsetup resume "bench-$t-2" || return 1
+		fio --name=md3 --filename="/dev/mapper/bench-$t-2" --rw=randwrite --bs=64k --size=1G \
+			--io_size=$((1024 / 20))M --direct=1 --ioengine=psync --randrepeat=0 --norandommap \
+			--output-format=terse >/dev/null || return 1
+		i=$((i + 1))
+	done
+	md_record "$t" "3-${MD_ROUNDS}-snapshot-rounds"
+	# 4. 1,000 empty thins, then 1,000 snapshots of thin 2.
+	i=1
+	while [ $i -le 1000 ]; do
+		dmsetup message "$p" 0 "create_thin $((2000 + i))" || return 1
+		i=$((i + 1))
+	done
+	md_record "$t" 4a-1000-empty-thins
+	i=1
+	while [ $i -le 1000 ]; do
+		dmsetup message "$p" 0 "create_snap $((4000 + i)) 2" || return 1
+		i=$((i + 1))
+	done
+	md_record "$t" 4b-1000-snapshots
+	# 5. everything deleted.
+	dmsetup remove "bench-$t-2" && dmsetup remove "bench-$t" || return 1
+	for i in 1 2 $(seq 1001 $((1000 + MD_ROUNDS))) $(seq 2001 3000) $(seq 4001 5000); do
+		dmsetup message "$p" 0 "delete $i" || return 1
+	done
+	md_record "$t" 5-all-deleted
+}
+
+# ---- case 11: metadata space ----
+# The metadata blocks in use after each workload, rthin against the C
+# dm-thin (dm-linear has no metadata). Counts, not times: a shared host does
+# not move them.
+case11() {
+	local t
+	say "c11 metadata space: the same workloads on each pool"
+	ON_NULLB=1
+	# Minutes of work per target under TCG: one limit for all of it.
+	LIMIT=$((STEP_LIMIT * 20))
+	for t in $THINS; do
+		CUR=$t
+		if ! limited md_workloads "$t"; then
+			record c11-metadata-space - "$t" - error "$(tr '\n\t' '  ' <"$ERR" | cut -c1-300)"
+		fi
+		dmsetup remove "bench-$t-2" 2>/dev/null
+		teardown "$t"
+	done
+	LIMIT=$STEP_LIMIT
+	ON_NULLB=0
+	checkpoint c11
 }
 
 # ---- case 12: reads of one thin while another of the pool commits ----
@@ -788,6 +881,7 @@ has_case c6 && case6
 has_case c7 && case7
 has_case c8 && case8
 has_case c9 && case9
+has_case c11 && case11
 has_case c12 && case12
 for t in $TARGETS; do teardown "$t"; done
 say "done in $((($(now) - t_start) / 1000000000)) s"

@@ -10,7 +10,7 @@
 
 use crate::block_store::BlockStore;
 use crate::btree::node::{self, Header};
-use crate::btree::{TreeKind, Value, MAX_DEPTH, MAX_VALUE_SIZE};
+use crate::btree::{TreeKind, Value, MAX_DEPTH};
 use crate::checksum::BlockKind;
 use crate::core_error::{corrupt, CoreError, CoreResult, Corruption};
 use crate::space_map::SmKind;
@@ -19,44 +19,6 @@ use crate::tm::Tm;
 /// Free entries a sibling needs to take entries from a full node instead of
 /// the node splitting (persistent-data's `SPACE_THRESHOLD`).
 const SPACE_THRESHOLD: usize = 8;
-
-/// Entries moved between siblings per round trip through the stack buffer.
-const MOVE_CHUNK: usize = 16;
-
-/// Entries on their way between two nodes ([`MOVE_CHUNK`] at most).
-struct Staging {
-    keys: [u64; MOVE_CHUNK],
-    vals: [u8; MOVE_CHUNK * MAX_VALUE_SIZE],
-    vs: usize,
-}
-
-impl Staging {
-    fn new(vs: usize) -> CoreResult<Self> {
-        if vs == 0 || vs > MAX_VALUE_SIZE {
-            return Err(corrupt(Corruption::Layout));
-        }
-        Ok(Self {
-            keys: [0; MOVE_CHUNK],
-            vals: [0; MOVE_CHUNK * MAX_VALUE_SIZE],
-            vs,
-        })
-    }
-
-    /// Holds entry `(k, v)` in place `j`.
-    fn put(&mut self, j: usize, k: u64, v: &[u8]) -> CoreResult<()> {
-        *self.keys.get_mut(j).ok_or(corrupt(Corruption::Layout))? = k;
-        let off = j.saturating_mul(self.vs);
-        crate::codec::bytes_mut(&mut self.vals, off, self.vs)?.copy_from_slice(v);
-        Ok(())
-    }
-
-    /// The entry in place `j`.
-    fn get(&self, j: usize) -> CoreResult<(u64, &[u8])> {
-        let k = *self.keys.get(j).ok_or(corrupt(Corruption::Layout))?;
-        let off = j.saturating_mul(self.vs);
-        Ok((k, crate::codec::bytes(&self.vals, off, self.vs)?))
-    }
-}
 
 /// Recursion limit of the two-level release (top-level depth + bottom depth).
 const MAX_RELEASE_DEPTH: usize = 2 * MAX_DEPTH + 2;
@@ -379,74 +341,36 @@ impl<S: BlockStore> Tm<S> {
     }
 
     /// Moves entries between the writable neighbours `left` and `right`
-    /// (every key of `left` below every key of `right`) until they hold
-    /// half of their entries each; returns `right`'s new first key. Goes
-    /// through a small buffer, [`MOVE_CHUNK`] entries at a time: the store
-    /// hands out one block at a time.
+    /// (every key of `left` below every key of `right`) until each holds
+    /// half of them; returns `right`'s new first key.
     fn share_evenly(&mut self, left: u64, right: u64, kind: TreeKind) -> CoreResult<u64> {
         let lh = self.node_header(left, kind)?;
         let rh = self.node_header(right, kind)?;
-        let leaf_vs = kind.value_size();
-        let total = lh.nr_entries + rh.nr_entries;
-        let want_left = total / 2;
-        let mut stage = Staging::new(lh.value_size)?;
-        if lh.value_size != rh.value_size {
-            return Err(corrupt(Corruption::Layout));
-        }
-        let mut nl = lh.nr_entries;
-        // Right to left: the front of `right` goes to the end of `left`.
-        while nl < want_left {
-            let n = (want_left - nl).min(MOVE_CHUNK);
-            {
-                let g = self.store.read(right, BlockKind::Node)?;
-                let h = node::check(&g, leaf_vs)?;
-                for j in 0..n {
-                    stage.put(j, node::key(&g, &h, j)?, node::value(&g, &h, j)?)?;
-                }
-            }
+        let (a, b) = (lh.nr_entries, rh.nr_entries);
+        let target = (a + b) / 2;
+        if a < target {
+            let k = target - a;
+            self.copy_entries(right, 0, left, a, k, kind)?;
             {
                 let mut g = self.store.write(left, BlockKind::Node)?;
-                let mut h = node::check(&g, leaf_vs)?;
-                for j in 0..n {
-                    let (k, v) = stage.get(j)?;
-                    node::insert_at(&mut g, &mut h, nl + j, k, v)?;
-                }
+                crate::codec::put_u32(&mut g, 16, (a + k) as u32)?;
             }
             let mut g = self.store.write(right, BlockKind::Node)?;
-            let mut h = node::check(&g, leaf_vs)?;
-            node::drop_front(&mut g, &mut h, n)?;
-            nl += n;
-        }
-        // Left to right: the end of `left` goes to the front of `right`.
-        while nl > want_left {
-            let n = (nl - want_left).min(MOVE_CHUNK);
-            let from = nl - n;
-            {
-                let g = self.store.read(left, BlockKind::Node)?;
-                let h = node::check(&g, leaf_vs)?;
-                for j in 0..n {
-                    let i = from + j;
-                    stage.put(j, node::key(&g, &h, i)?, node::value(&g, &h, i)?)?;
-                }
-            }
+            let mut h = rh;
+            node::drop_front(&mut g, &mut h, k)?;
+        } else {
+            let k = a - target;
             {
                 let mut g = self.store.write(right, BlockKind::Node)?;
-                let mut h = node::check(&g, leaf_vs)?;
-                node::shift_right(&mut g, &mut h, n)?;
-                for j in 0..n {
-                    let (k, v) = stage.get(j)?;
-                    node::set_key(&mut g, &h, j, k)?;
-                    node::set_value(&mut g, &h, j, v)?;
-                }
+                let mut h = rh;
+                node::shift_right(&mut g, &mut h, k)?;
             }
+            self.copy_entries(left, a - k, right, 0, k, kind)?;
             let mut g = self.store.write(left, BlockKind::Node)?;
-            let mut h = node::check(&g, leaf_vs)?;
-            node::set_nr(&mut g, &mut h, from)?;
-            nl = from;
+            let mut h = lh;
+            node::set_nr(&mut g, &mut h, a - k)?;
         }
-        let g = self.store.read(right, BlockKind::Node)?;
-        let h = node::check(&g, leaf_vs)?;
-        node::key(&g, &h, 0)
+        self.node_key(right, &self.node_header(right, kind)?, 0)
     }
 
     /// Moves the upper half of (writable, full) node `b` into a new sibling.
@@ -761,30 +685,7 @@ impl<S: BlockStore> Tm<S> {
             self.sm_dec(SmKind::Meta, r)?;
             return Ok(());
         }
-        let target = (a + b) / 2;
-        if a < target {
-            let k = target - a;
-            self.copy_entries(r, 0, l, a, k, kind)?;
-            {
-                let mut g = self.store.write(l, BlockKind::Node)?;
-                crate::codec::put_u32(&mut g, 16, (a + k) as u32)?;
-            }
-            let mut g = self.store.write(r, BlockKind::Node)?;
-            let mut h = rh;
-            node::drop_front(&mut g, &mut h, k)?;
-        } else {
-            let k = a - target;
-            {
-                let mut g = self.store.write(r, BlockKind::Node)?;
-                let mut h = rh;
-                node::shift_right(&mut g, &mut h, k)?;
-            }
-            self.copy_entries(l, a - k, r, 0, k, kind)?;
-            let mut g = self.store.write(l, BlockKind::Node)?;
-            let mut h = lh;
-            node::set_nr(&mut g, &mut h, a - k)?;
-        }
-        let rk = self.node_key(r, &self.node_header(r, kind)?, 0)?;
+        let rk = self.share_evenly(l, r, kind)?;
         let mut g = self.store.write(parent, BlockKind::Node)?;
         node::set_key(&mut g, &ph, ri, rk)
     }
