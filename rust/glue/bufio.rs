@@ -6,9 +6,13 @@
 //! * **Validation on load.** Every buffer carries two bytes of dm-bufio aux
 //!   data ([`Aux`]). `alloc_callback` clears `validated` when dm-bufio sets a
 //!   buffer up for a block; the first typed read (any kind but `Raw`) verifies
-//!   the bytes with `checksum::verify` and sets it. A buffer we created or
-//!   modified ourselves is validated by construction. A failed verification
-//!   leaves the flag clear, so a later read checks again.
+//!   the bytes with `checksum::verify` and records the kind they are valid
+//!   as. A buffer we created or modified ourselves is valid as the kind we
+//!   wrote. A read as another kind verifies again (dm-block-manager refuses
+//!   it: "validator mismatch"), so a damaged pointer (say, a held root that
+//!   names a B-tree node) never reads bytes checked as something else. A
+//!   failed verification leaves the recorded kind as it was, so a later read
+//!   checks again.
 //! * **Sealing before any write-back.** dm-bufio may write a dirty buffer at
 //!   any time (cache pressure, its own work), so sealing cannot wait for
 //!   `flush`: the client's `write_callback`, which dm-bufio calls right
@@ -29,7 +33,7 @@ use core::{
     ops::{Deref, DerefMut},
     ptr::{self, NonNull},
     slice,
-    sync::atomic::{AtomicBool, AtomicU8, Ordering},
+    sync::atomic::{AtomicU8, Ordering},
 };
 use kernel::{bindings, error::from_err_ptr, prelude::*};
 
@@ -45,8 +49,9 @@ use crate::{
 struct Aux {
     /// [`BlockKind`] of the last write access, as [`kind_code`].
     kind: AtomicU8,
-    /// The bytes passed `verify` (or were produced by us).
-    validated: AtomicBool,
+    /// The kind the bytes passed `verify` as (or were written as by us), as
+    /// [`kind_code`]; `Raw`'s code: not validated.
+    validated: AtomicU8,
 }
 
 /// The aux byte for a block kind.
@@ -159,9 +164,9 @@ impl BufioStore {
             dirty: false,
             _store: PhantomData,
         };
-        if kind != BlockKind::Raw && !aux.validated.load(Ordering::Acquire) {
+        if kind != BlockKind::Raw && aux.validated.load(Ordering::Acquire) != kind_code(kind) {
             verify(kind, b, &guard)?;
-            aux.validated.store(true, Ordering::Release);
+            aux.validated.store(kind_code(kind), Ordering::Release);
         }
         Ok(guard)
     }
@@ -171,7 +176,7 @@ impl BufioStore {
         // SAFETY: the buffer is held by `guard`, so its aux area is valid.
         let aux = unsafe { &*dm::dm_bufio_get_aux_data(guard.buf.as_ptr()).cast::<Aux>() };
         aux.kind.store(kind_code(kind), Ordering::Release);
-        aux.validated.store(true, Ordering::Release);
+        aux.validated.store(kind_code(kind), Ordering::Release);
         let mut guard = guard;
         guard.dirty = true;
         guard
@@ -324,7 +329,7 @@ unsafe extern "C" fn alloc_callback(b: *mut dm::dm_buffer) {
         let aux = dm::dm_bufio_get_aux_data(b).cast::<Aux>();
         aux.write(Aux {
             kind: AtomicU8::new(kind_code(BlockKind::Raw)),
-            validated: AtomicBool::new(false),
+            validated: AtomicU8::new(kind_code(BlockKind::Raw)),
         });
     }
 }
