@@ -13,8 +13,8 @@
 #   make module     builds dm-rthin.ko (and, if missing, the sysroot and kernel)
 #   make vm-shell   boots the VM with a shell, module loaded
 #   make soak       tests/vm/90-soak.sh for 20 minutes (mixed fio, snapshots, discards, suspends, reloads)
-#   make bench      dm-linear, C dm-thin and rthin side by side, every case (TCG: about an hour)
-#   make bench-quick  the headline case (4k randread, iodepth 32, numjobs 2) and a short case 4
+#   make bench      dm-linear, C dm-thin and rthin side by side, every case (TCG: over an hour)
+#   make bench-quick  cases 2 (4k randread), 7 (a 32 GiB volume) and 8 (first touches), a short case 4
 #   make host-test  cargo fmt --check, clippy and cargo test only
 #   make clean      removes this clone's build output (the cache stays)
 #
