@@ -76,7 +76,7 @@ module! {
         },
         mapping_cache_mb: u32 {
             default: 64,
-            description: "Most memory one pool's mapping cache takes, in MiB (16 bytes per data block up to this; read at pool creation and growth)",
+            description: "Most memory one pool's mapping cache takes, in MiB (32 bytes per data block up to this; read at pool creation and growth)",
         },
 
     },
