@@ -362,7 +362,11 @@ impl ThinIo {
             return false;
         };
         let guard = rcu::read_lock();
-        let hit = (self.pool.mappings.get(&guard)).and_then(|c| c.get(self.dev_id, vblock));
+        let hit = self
+            .pool
+            .mappings
+            .get(&guard)
+            .and_then(|c| c.get(self.dev_id, vblock));
         drop(guard);
         let to = match hit {
             Some(m) if !(write && m.shared) => self.geometry.remap(m.data_block, sector),

@@ -112,6 +112,7 @@ fn next(entry: u64, payload: u64) -> u64 {
 }
 
 /// One slot's two words.
+#[derive(Clone, Copy)]
 struct Slot<'a> {
     key: &'a AtomicU64,
     entry: &'a AtomicU64,
@@ -233,9 +234,10 @@ impl<'a> MappingCache<'a> {
         let (Some(key), Some(payload)) = (key_of(dev, vblock), entry_of(m)) else {
             return false;
         };
-        let preferred = self.ways(dev, vblock).next();
+        let mut preferred = None;
         let mut free = None;
         for slot in self.ways(dev, vblock) {
+            preferred = preferred.or(Some(slot));
             match slot.held() {
                 Some((k, e)) if k == key => {
                     if e & PAYLOAD != payload {
@@ -317,7 +319,8 @@ impl<'a> MappingCache<'a> {
         }
     }
 
-    /// How many slots hold a mapping (for debugfs; a walk of every slot).
+    /// How many slots hold a mapping (a walk of every slot: for the tests).
+    #[cfg(any(test, feature = "selftest"))]
     pub fn count(&self) -> u64 {
         self.all_slots().filter(|s| s.held().is_some()).count() as u64
     }

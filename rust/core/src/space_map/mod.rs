@@ -214,12 +214,11 @@ impl<S: BlockStore> Tm<S> {
                 Ok(())
             }
             SmKind::Data => {
-                // The insert allocates metadata blocks on the way: read the
-                // entry back from the tree next time rather than assume.
-                self.uncache_ie(sm, false, i);
                 let (r, _) =
                     self.btree_insert(self.dsm.bitmap_root, i, &ie.encode(), TreeKind::DataIndex)?;
                 self.dsm.bitmap_root = r;
+                // The insert allocated metadata blocks on the way: read the
+                // entry back from the tree next time rather than assume.
                 self.uncache_ie(sm, false, i);
                 Ok(())
             }
