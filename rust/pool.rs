@@ -64,6 +64,7 @@ use crate::{
     pool_cache::{PoolCache, PoolCacheReader},
     thin_io::{ThinCounters, ThinIo},
     thin_metadata::{LookupResult, ThinMetadata},
+    tm::TmCaches,
 };
 
 /// How long bios wait for data space before erroring (the `no_space_timeout`
@@ -492,7 +493,7 @@ pub(crate) struct PoolState {
     /// The pool's mapped device, for log prefixes.
     name: TableMd,
     /// The metadata.
-    md: KBox<ThinMetadata<BufioStore>>,
+    md: KBox<PoolMetadata>,
     /// The mode state machine.
     mode: PoolModeState,
     /// Between presuspend and resume (a new object starts suspended).
@@ -1223,7 +1224,7 @@ impl PoolState {
     }
 
     /// The metadata.
-    pub(crate) fn metadata(&self) -> &ThinMetadata<BufioStore> {
+    pub(crate) fn metadata(&self) -> &PoolMetadata {
         &self.md
     }
 
@@ -1360,34 +1361,41 @@ pub(crate) struct Pool {
     event_table: Option<TableRef>,
 }
 
+/// A pool's metadata: over dm-bufio, with the transaction manager's caches
+/// (a few KiB) on the heap, off the table load's stack.
+pub(crate) type PoolMetadata = ThinMetadata<BufioStore, KBox<TmCaches>>;
+
 /// Opens (or formats) the metadata of a new pool object.
 fn open_metadata(
     metadata: &DmDev,
     block_size: u32,
     read_only: bool,
-) -> Result<ThinMetadata<BufioStore>, CtrError> {
+) -> Result<KBox<PoolMetadata>, CtrError> {
     let fail = |errno: i32| CtrError::new(errno, glue_errors::CREATE_METADATA);
+    let alloc = CtrError::new(ENOMEM, glue_errors::ALLOC_POOL);
     let store = BufioStore::new(metadata.bdev()).map_err(|e| fail(-e.to_errno()))?;
     let unformatted = {
         let block = store.read(0, BlockKind::Raw).map_err(|e| fail(e.errno()))?;
         block.iter().all(|&b| b == 0)
     };
-    if unformatted {
+    let caches = KBox::new(TmCaches::new(), GFP_KERNEL).map_err(|_| alloc)?;
+    let md = if unformatted {
         if read_only {
             // __open_or_format_metadata refuses to format a read-only pool.
             return Err(fail(EPERM));
         }
         // Like dm-thin, the data space map starts empty; the first preresume
         // grows it to the pool's size and commits.
-        return ThinMetadata::format(store, block_size, 0).map_err(|e| {
+        ThinMetadata::format_with(store, caches, block_size, 0).map_err(|e| {
             pr_err!("could not format metadata: error -{}\n", e.errno());
             fail(e.errno())
-        });
-    }
-    let md = ThinMetadata::open(store, None).map_err(|e| {
-        pr_err!("could not open metadata: error -{}\n", e.errno());
-        fail(e.errno())
-    })?;
+        })?
+    } else {
+        ThinMetadata::open_with(store, caches, None, false).map_err(|e| {
+            pr_err!("could not open metadata: error -{}\n", e.errno());
+            fail(e.errno())
+        })?
+    };
     if md.data_block_size() != block_size {
         pr_err!(
             "changing the data block size (from {} to {}) is not supported\n",
@@ -1396,7 +1404,7 @@ fn open_metadata(
         );
         return Err(fail(EINVAL));
     }
-    Ok(md)
+    KBox::new(md, GFP_KERNEL).map_err(|_| alloc)
 }
 
 /// Finds or creates the pool object for a pool table (`__pool_find`), under
@@ -1440,13 +1448,7 @@ fn find_or_create(
     }
     let alloc = CtrError::new(ENOMEM, glue_errors::ALLOC_POOL);
     pools.reserve(1, GFP_KERNEL).map_err(|_| alloc)?;
-    // On the heap at once: the constructor's stack is shallow enough only
-    // without the metadata's in-core state on it.
-    let metadata_md = KBox::new(
-        open_metadata(metadata, block_size, features.read_only)?,
-        GFP_KERNEL,
-    )
-    .map_err(|_| alloc)?;
+    let metadata_md = open_metadata(metadata, block_size, features.read_only)?;
     let flags = Arc::new(PoolFlags::default(), GFP_KERNEL).map_err(|_| alloc)?;
     let tracker = Arc::pin_init(IoTracker::new(), GFP_KERNEL).map_err(|_| alloc)?;
     let (cache, mappings) = PoolCache::new(metadata_md.data_usage().total).map_err(|_| alloc)?;

@@ -16,7 +16,7 @@ use crate::codec::{get_u32, get_u64, put_u32, put_u64};
 use crate::core_error::{corrupt, CoreError, CoreResult, Corruption};
 use crate::space_map::{self, IndexEntry, SmKind, ENTRIES_PER_BITMAP, MAX_METADATA_BLOCKS};
 use crate::superblock::{self, SmRoot, Superblock, FLAG_NEEDS_CHECK, SUPERBLOCK_LOCATION};
-use crate::tm::Tm;
+use crate::tm::{CacheMem, InlineCaches, Tm};
 
 /// Largest thin device id accepted by dm-thin's messages (24 bits).
 pub const MAX_DEV_ID: u64 = (1 << 24) - 1;
@@ -124,8 +124,8 @@ struct CachedDetails {
 /// times) are kept in core and written into the details tree at commit
 /// (or when a cache slot is needed); device creation and deletion update the
 /// tree at once, so the tree always lists exactly the existing devices.
-pub struct ThinMetadata<S: BlockStore> {
-    tm: Tm<S>,
+pub struct ThinMetadata<S: BlockStore, C: CacheMem = InlineCaches> {
+    tm: Tm<S, C>,
     sb: Superblock,
     committed: Superblock,
     dirty: bool,
@@ -139,6 +139,36 @@ impl<S: BlockStore> ThinMetadata<S> {
     /// transaction id 0) with a data space map of `nr_data_blocks`, and commits.
     /// At most [`MAX_METADATA_BLOCKS`] blocks of the store are used.
     pub fn format(store: S, data_block_size: u32, nr_data_blocks: u64) -> CoreResult<Self> {
+        Self::format_with(
+            store,
+            InlineCaches::default(),
+            data_block_size,
+            nr_data_blocks,
+        )
+    }
+
+    /// Opens formatted metadata. `data_block_size`, if given, must match the
+    /// superblock. Returns [`CoreError::Unformatted`] if block 0 is all zero.
+    pub fn open(store: S, data_block_size: Option<u32>) -> CoreResult<Self> {
+        Self::open_with(store, InlineCaches::default(), data_block_size, false)
+    }
+
+    /// Opens formatted metadata for reading only (the metadata device is
+    /// read-only): unknown compat_ro features are accepted, and every call
+    /// that would change the metadata fails with [`CoreError::Invalid`].
+    pub fn open_read_only(store: S, data_block_size: Option<u32>) -> CoreResult<Self> {
+        Self::open_with(store, InlineCaches::default(), data_block_size, true)
+    }
+}
+
+impl<S: BlockStore, C: CacheMem> ThinMetadata<S, C> {
+    /// [`ThinMetadata::format`] with the caches in `caches`.
+    pub fn format_with(
+        store: S,
+        caches: C,
+        data_block_size: u32,
+        nr_data_blocks: u64,
+    ) -> CoreResult<Self> {
         let nr = store.nr_blocks().min(MAX_METADATA_BLOCKS);
         if nr < MIN_METADATA_BLOCKS || nr_data_blocks > MAX_DATA_BLOCK.saturating_add(1) {
             return Err(CoreError::NoSpace);
@@ -146,7 +176,18 @@ impl<S: BlockStore> ThinMetadata<S> {
         let nb = space_map::nr_bitmaps(nr);
         // Layout: 0 superblock, 1 metadata index, 2.. bitmaps (all in bitmap 0's range).
         let used = 2 + nb;
-        let mut tm = Tm::new(store, SmRoot::default(), SmRoot::default(), false);
+        // Built in place from the start (and `tm` borrowed from it): the
+        // in-core state is a few KiB, and the kernel builds it on its stack.
+        let mut md = ThinMetadata {
+            tm: Tm::new(store, caches, SmRoot::default(), SmRoot::default(), false),
+            sb: Superblock::default(),
+            committed: Superblock::default(),
+            dirty: true,
+            details_cache: [None; DETAILS_CACHE_SLOTS],
+            evict_next: 0,
+            read_only: false,
+        };
+        let tm = &mut md.tm;
         {
             let mut g = tm.store.zeroed(1, BlockKind::Index)?;
             for i in 0..nb {
@@ -183,7 +224,7 @@ impl<S: BlockStore> ThinMetadata<S> {
         tm.data_extend(nr_data_blocks)?;
         let mapping_root = tm.new_empty_tree(TreeKind::TopLevel)?;
         let details_root = tm.new_empty_tree(TreeKind::Details)?;
-        let sb = Superblock {
+        md.sb = Superblock {
             version: superblock::VERSION,
             mapping_root,
             details_root,
@@ -191,33 +232,19 @@ impl<S: BlockStore> ThinMetadata<S> {
             metadata_nr_blocks: nr,
             ..Default::default()
         };
-        let mut md = ThinMetadata {
-            tm,
-            sb,
-            committed: sb,
-            dirty: true,
-            details_cache: [None; DETAILS_CACHE_SLOTS],
-            evict_next: 0,
-            read_only: false,
-        };
+        md.committed = md.sb;
         md.commit()?;
         Ok(md)
     }
 
-    /// Opens formatted metadata. `data_block_size`, if given, must match the
-    /// superblock. Returns [`CoreError::Unformatted`] if block 0 is all zero.
-    pub fn open(store: S, data_block_size: Option<u32>) -> CoreResult<Self> {
-        Self::open_with(store, data_block_size, false)
-    }
-
-    /// Opens formatted metadata for reading only (the metadata device is
-    /// read-only): unknown compat_ro features are accepted, and every call
-    /// that would change the metadata fails with [`CoreError::Invalid`].
-    pub fn open_read_only(store: S, data_block_size: Option<u32>) -> CoreResult<Self> {
-        Self::open_with(store, data_block_size, true)
-    }
-
-    fn open_with(store: S, data_block_size: Option<u32>, read_only: bool) -> CoreResult<Self> {
+    /// [`ThinMetadata::open`] (or [`ThinMetadata::open_read_only`]) with
+    /// the caches in `caches`.
+    pub fn open_with(
+        store: S,
+        caches: C,
+        data_block_size: Option<u32>,
+        read_only: bool,
+    ) -> CoreResult<Self> {
         {
             let g = store.read(SUPERBLOCK_LOCATION, BlockKind::Raw)?;
             if g.iter().all(|&x| x == 0) {
@@ -240,7 +267,15 @@ impl<S: BlockStore> ThinMetadata<S> {
         {
             return Err(corrupt(Corruption::Superblock));
         }
-        let tm = Tm::new(store, sb.meta_sm, sb.data_sm, true);
+        let md = ThinMetadata {
+            tm: Tm::new(store, caches, sb.meta_sm, sb.data_sm, true),
+            sb,
+            committed: sb,
+            dirty: false,
+            details_cache: [None; DETAILS_CACHE_SLOTS],
+            evict_next: 0,
+            read_only,
+        };
         for b in [
             sb.mapping_root,
             sb.details_root,
@@ -249,20 +284,12 @@ impl<S: BlockStore> ThinMetadata<S> {
             sb.data_sm.bitmap_root,
             sb.data_sm.ref_count_root,
         ] {
-            tm.check_meta_block(b)?;
+            md.tm.check_meta_block(b)?;
         }
         if sb.held_root != 0 {
-            tm.check_meta_block(sb.held_root)?;
+            md.tm.check_meta_block(sb.held_root)?;
         }
-        Ok(ThinMetadata {
-            tm,
-            sb,
-            committed: sb,
-            dirty: false,
-            details_cache: [None; DETAILS_CACHE_SLOTS],
-            evict_next: 0,
-            read_only,
-        })
+        Ok(md)
     }
 
     /// Gives the block store back.
@@ -312,6 +339,7 @@ impl<S: BlockStore> ThinMetadata<S> {
             return Ok(());
         }
         self.write_cached_details()?;
+        self.tm.write_dirty_data_ies()?;
         self.tm.store.flush()?;
         let mut sb = self.sb;
         sb.data_sm = self.tm.dsm;
@@ -679,11 +707,11 @@ impl<S: BlockStore> ThinMetadata<S> {
             return Err(CoreError::Invalid);
         }
         self.begin_change()?;
-        let (top, leaf, idx) =
+        let (top, leaf, idx, sub) =
             self.tm
                 .btree_shadow_path(self.sb.mapping_root, dev, TreeKind::TopLevel)?;
         self.sb.mapping_root = top;
-        let sub = self.tm.leaf_value(leaf, idx, TreeKind::TopLevel)?.as_u64();
+        let sub = sub.as_u64();
         let bt = Mapping {
             data_block,
             time: self.sb.time,
@@ -733,11 +761,11 @@ impl<S: BlockStore> ThinMetadata<S> {
             _ => return Ok(0),
         }
         self.begin_change()?;
-        let (top, leaf, idx) =
+        let (top, leaf, idx, sub) =
             self.tm
                 .btree_shadow_path(self.sb.mapping_root, dev, TreeKind::TopLevel)?;
         self.sb.mapping_root = top;
-        let mut sub = self.tm.leaf_value(leaf, idx, TreeKind::TopLevel)?.as_u64();
+        let mut sub = sub.as_u64();
         let mut n = 0u64;
         let mut from = begin;
         // A run of entries of one leaf per descent (end > begin here).

@@ -10,9 +10,14 @@
 //!   the current and the committed map), so no shadow set is needed: a block
 //!   is written in place iff its committed count is 0 and its current count
 //!   is 1. Two small caches spare the common cases the block reads: the
-//!   blocks allocated lately in this transaction ([`Tm::known_new`]) and the
+//!   blocks allocated lately in this transaction and still referenced once
+//!   ([`Tm::known_new`]: shadowing one is a no-op that reads nothing) and the
 //!   space maps' index entries read or written lately ([`Tm::cached_ie`]);
-//!   both are dropped at commit, abort and resize, when roots change;
+//!   both are dropped at commit, abort and resize, when roots change. And
+//!   like dm-thin's space maps, the data space map's changed index entries
+//!   stay in core ([`Tm::dirty_data_ie`]) until the commit writes them into
+//!   the index tree: an allocation then costs a bitmap update, not an
+//!   index-tree insert;
 //! * abort is forgetting the current roots;
 //! * commit is flushing the store, then writing the superblock.
 //!
@@ -20,6 +25,7 @@
 //! recursion is bounded.
 
 use core::cell::Cell;
+use core::ops::{Deref, DerefMut};
 
 use crate::block_store::BlockStore;
 use crate::core_error::{CoreError, CoreResult};
@@ -27,9 +33,12 @@ use crate::space_map::{IndexEntry, SmKind};
 use crate::superblock::SmRoot;
 
 /// Slots of the cache of blocks allocated in this transaction.
-const NEW_CACHE_SLOTS: usize = 16;
+const NEW_CACHE_SLOTS: usize = 128;
 /// Slots of the index-entry cache.
 const IE_CACHE_SLOTS: usize = 8;
+/// Slots of the data space map's changed index entries (each covers a
+/// bitmap's 16,320 blocks; a collision writes the older entry back early).
+const DIRTY_IE_SLOTS: usize = 32;
 
 /// Maximum number of blocks chosen for the metadata space map's own use but not
 /// yet recorded in its bitmaps (see `space_map`).
@@ -37,7 +46,7 @@ const MAX_RESERVED: usize = 16;
 
 /// The transaction manager. Crate-internal; the public face is
 /// [`crate::thin_metadata::ThinMetadata`].
-pub(crate) struct Tm<S: BlockStore> {
+pub(crate) struct Tm<S: BlockStore, C: CacheMem = InlineCaches> {
     pub(crate) store: S,
     /// Metadata space map, current transaction.
     pub(crate) msm: SmRoot,
@@ -55,12 +64,103 @@ pub(crate) struct Tm<S: BlockStore> {
     pub(crate) data_hint: u64,
     /// Metadata blocks allocated in this transaction.
     pub(crate) meta_new_blocks: u64,
-    /// Metadata blocks allocated lately in this transaction, direct-mapped
-    /// (`u64::MAX`: empty).
-    new_cache: [Cell<u64>; NEW_CACHE_SLOTS],
+    /// The caches, inline or on the heap.
+    caches: C,
+}
+
+/// The transaction manager's caches (a few KiB).
+pub struct TmCaches {
+    /// Metadata blocks allocated lately in this transaction whose count is
+    /// still 1, direct-mapped (`u32::MAX`: empty; metadata block numbers
+    /// fit 32 bits, see `MAX_METADATA_BLOCKS`).
+    new_cache: [Cell<u32>; NEW_CACHE_SLOTS],
     /// Index entries read or written lately, direct-mapped by bitmap, with
     /// their key ([`ie_key`]).
     ie_cache: [Cell<Option<(u64, IndexEntry)>>; IE_CACHE_SLOTS],
+    /// The data space map's index entries changed in this transaction and
+    /// not yet written to its index tree, direct-mapped by bitmap.
+    dirty_ie: [DirtyIe; DIRTY_IE_SLOTS],
+}
+
+impl TmCaches {
+    /// Empty caches.
+    pub const fn new() -> Self {
+        TmCaches {
+            new_cache: [const { Cell::new(u32::MAX) }; NEW_CACHE_SLOTS],
+            ie_cache: [const { Cell::new(None) }; IE_CACHE_SLOTS],
+            dirty_ie: [DirtyIe::EMPTY; DIRTY_IE_SLOTS],
+        }
+    }
+}
+
+impl Default for TmCaches {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Where the metadata keeps its [`TmCaches`]: inline ([`InlineCaches`], the
+/// default) or, where the metadata object is built on a small stack (the
+/// kernel's), in a heap box.
+pub trait CacheMem: DerefMut<Target = TmCaches> {}
+
+impl<T: DerefMut<Target = TmCaches>> CacheMem for T {}
+
+/// [`TmCaches`] kept inline in the metadata object.
+#[derive(Default)]
+pub struct InlineCaches(TmCaches);
+
+impl Deref for InlineCaches {
+    type Target = TmCaches;
+    fn deref(&self) -> &TmCaches {
+        &self.0
+    }
+}
+
+impl DerefMut for InlineCaches {
+    fn deref_mut(&mut self) -> &mut TmCaches {
+        &mut self.0
+    }
+}
+
+/// A changed index entry of the data space map, packed (`bitmap`
+/// `u32::MAX`: empty slot). Entries that do not fit are written at once.
+#[derive(Clone, Copy)]
+struct DirtyIe {
+    bitmap: u32,
+    blocknr: u32,
+    nr_free: u32,
+    none_free_before: u32,
+}
+
+impl DirtyIe {
+    const EMPTY: Self = DirtyIe {
+        bitmap: u32::MAX,
+        blocknr: 0,
+        nr_free: 0,
+        none_free_before: 0,
+    };
+
+    fn pack(i: u64, ie: IndexEntry) -> Option<Self> {
+        let bitmap = u32::try_from(i).ok().filter(|&b| b != u32::MAX)?;
+        Some(DirtyIe {
+            bitmap,
+            blocknr: u32::try_from(ie.blocknr).ok()?,
+            nr_free: ie.nr_free,
+            none_free_before: ie.none_free_before,
+        })
+    }
+
+    fn unpack(self) -> Option<(u64, IndexEntry)> {
+        (self.bitmap != u32::MAX).then_some((
+            u64::from(self.bitmap),
+            IndexEntry {
+                blocknr: u64::from(self.blocknr),
+                nr_free: self.nr_free,
+                none_free_before: self.none_free_before,
+            },
+        ))
+    }
 }
 
 /// The index-entry cache's key of entry `i` of a map.
@@ -68,10 +168,10 @@ fn ie_key(sm: SmKind, committed: bool, i: u64) -> u64 {
     (i << 2) | (u64::from(sm == SmKind::Data) << 1) | u64::from(committed)
 }
 
-impl<S: BlockStore> Tm<S> {
-    pub(crate) fn new(store: S, msm: SmRoot, dsm: SmRoot, committed: bool) -> Self {
+impl<S: BlockStore, C: CacheMem> Tm<S, C> {
+    pub(crate) fn new(store: S, caches: C, msm: SmRoot, dsm: SmRoot, committed: bool) -> Self {
         let zero = SmRoot::default();
-        Tm {
+        let mut tm = Tm {
             store,
             msm,
             msm_c: if committed { msm } else { zero },
@@ -83,38 +183,56 @@ impl<S: BlockStore> Tm<S> {
             meta_hint: 0,
             data_hint: 0,
             meta_new_blocks: 0,
-            new_cache: [const { Cell::new(u64::MAX) }; NEW_CACHE_SLOTS],
-            ie_cache: [const { Cell::new(None) }; IE_CACHE_SLOTS],
-        }
+            caches,
+        };
+        // The caches may come from an earlier use.
+        tm.forget_cached();
+        tm.caches.dirty_ie = [DirtyIe::EMPTY; DIRTY_IE_SLOTS];
+        tm
     }
 
     /// Drops both caches (the roots change).
     pub(crate) fn forget_cached(&self) {
-        for c in &self.new_cache {
-            c.set(u64::MAX);
+        for c in &self.caches.new_cache {
+            c.set(u32::MAX);
         }
-        for c in &self.ie_cache {
+        for c in &self.caches.ie_cache {
             c.set(None);
         }
     }
 
     /// Notes that metadata block `b` was allocated in this transaction.
     pub(crate) fn note_new(&self, b: u64) {
-        if let Some(c) = self.new_cache.get((b % NEW_CACHE_SLOTS as u64) as usize) {
-            c.set(b);
+        if let (Some(c), Ok(b32)) = (self.new_slot(b), u32::try_from(b)) {
+            c.set(b32);
         }
     }
 
-    /// True if `b` is known to be allocated in this transaction (false
-    /// means: not known, read the committed map).
-    pub(crate) fn known_new(&self, b: u64) -> bool {
-        self.new_cache
+    fn new_slot(&self, b: u64) -> Option<&Cell<u32>> {
+        self.caches
+            .new_cache
             .get((b % NEW_CACHE_SLOTS as u64) as usize)
-            .is_some_and(|c| c.get() == b)
+    }
+
+    /// Forgets `b` (its count changes from 1).
+    pub(crate) fn forget_new(&self, b: u64) {
+        if let Some(c) = self.new_slot(b) {
+            if u64::from(c.get()) == b {
+                c.set(u32::MAX);
+            }
+        }
+    }
+
+    /// True if `b` is known to be allocated in this transaction and
+    /// referenced once (false means: not known, read the space maps).
+    pub(crate) fn known_new(&self, b: u64) -> bool {
+        // (`u32::MAX` never is a metadata block.)
+        self.new_slot(b).is_some_and(|c| u64::from(c.get()) == b)
     }
 
     fn ie_slot(&self, key: u64) -> Option<&Cell<Option<(u64, IndexEntry)>>> {
-        self.ie_cache
+        self.caches
+            .ie_cache
             .get(((key >> 1) % IE_CACHE_SLOTS as u64) as usize)
     }
 
@@ -145,6 +263,50 @@ impl<S: BlockStore> Tm<S> {
         }
     }
 
+    /// The changed, unwritten index entry of data bitmap `i`, if any.
+    pub(crate) fn dirty_data_ie(&self, i: u64) -> Option<IndexEntry> {
+        let (j, ie) = self
+            .caches
+            .dirty_ie
+            .get((i % DIRTY_IE_SLOTS as u64) as usize)?
+            .unpack()?;
+        (j == i).then_some(ie)
+    }
+
+    /// Records the changed index entry of data bitmap `i`; returns what the
+    /// caller must write to the index tree now: the entry it displaces (of
+    /// another bitmap), or itself if it cannot be kept.
+    pub(crate) fn put_dirty_data_ie(
+        &mut self,
+        i: u64,
+        ie: IndexEntry,
+    ) -> Option<(u64, IndexEntry)> {
+        let slot = self
+            .caches
+            .dirty_ie
+            .get_mut((i % DIRTY_IE_SLOTS as u64) as usize)?;
+        match DirtyIe::pack(i, ie) {
+            Some(packed) => core::mem::replace(slot, packed)
+                .unpack()
+                .filter(|(j, _)| *j != i),
+            None => {
+                // Written at once: no older version of it may stay behind.
+                if slot.unpack().is_some_and(|(j, _)| j == i) {
+                    *slot = DirtyIe::EMPTY;
+                }
+                Some((i, ie))
+            }
+        }
+    }
+
+    /// Takes one changed data index entry out, to be written.
+    pub(crate) fn take_dirty_data_ie(&mut self) -> Option<(u64, IndexEntry)> {
+        self.caches
+            .dirty_ie
+            .iter_mut()
+            .find_map(|s| core::mem::replace(s, DirtyIe::EMPTY).unpack())
+    }
+
     /// Makes the current state the committed one (after the superblock is durable).
     pub(crate) fn mark_committed(&mut self) {
         self.msm_c = self.msm;
@@ -160,6 +322,7 @@ impl<S: BlockStore> Tm<S> {
         self.msm = self.msm_c;
         self.dsm = self.dsm_c;
         self.forget_cached();
+        self.caches.dirty_ie = [DirtyIe::EMPTY; DIRTY_IE_SLOTS];
         self.meta_new_blocks = 0;
         self.nr_reserved = 0;
         self.sm_depth = 0;

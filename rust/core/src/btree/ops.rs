@@ -14,7 +14,7 @@ use crate::btree::{TreeKind, Value, MAX_DEPTH};
 use crate::checksum::BlockKind;
 use crate::core_error::{corrupt, CoreError, CoreResult, Corruption};
 use crate::space_map::SmKind;
-use crate::tm::Tm;
+use crate::tm::{CacheMem, Tm};
 
 /// Free entries a sibling needs to take entries from a full node instead of
 /// the node splitting (persistent-data's `SPACE_THRESHOLD`).
@@ -23,7 +23,7 @@ const SPACE_THRESHOLD: usize = 8;
 /// Recursion limit of the two-level release (top-level depth + bottom depth).
 const MAX_RELEASE_DEPTH: usize = 2 * MAX_DEPTH + 2;
 
-impl<S: BlockStore> Tm<S> {
+impl<S: BlockStore, C: CacheMem> Tm<S, C> {
     /// Reads and validates the header of node `b`.
     pub(crate) fn node_header(&self, b: u64, kind: TreeKind) -> CoreResult<Header> {
         self.check_meta_block(b)?;
@@ -52,12 +52,18 @@ impl<S: BlockStore> Tm<S> {
     /// Returns a writable version of node `b` (itself if it was allocated in
     /// this transaction and is unshared, otherwise a copy).
     pub(crate) fn shadow(&mut self, b: u64, kind: TreeKind) -> CoreResult<u64> {
+        if self.known_new(b) {
+            // Written in this transaction and referenced once: already ours.
+            return Ok(b);
+        }
         self.node_header(b, kind)?;
         let count = self.sm_count(SmKind::Meta, false, b)?;
         if count == 0 {
             return Err(corrupt(Corruption::RefCount));
         }
         if count == 1 && self.meta_is_new(b)? {
+            // Fell out of the cache (by a later block's slot): back in.
+            self.note_new(b);
             return Ok(b);
         }
         let new = self.meta_alloc()?;
@@ -243,16 +249,32 @@ impl<S: BlockStore> Tm<S> {
             return Err(CoreError::Invalid);
         }
         let root = self.shadow(root, kind)?;
-        if self.node_header(root, kind)?.is_full() {
-            self.split_beneath(root, kind)?;
-        }
+        // One read per level: a node's header, the key's index and the child
+        // to follow come from one access; a full node is made room in when
+        // the walk reaches it (a child with its parent at hand, the root by
+        // splitting it beneath itself).
         let mut cur = root;
-        for _ in 0..MAX_DEPTH {
-            let (h, idx) = {
+        let mut parent: Option<(u64, usize)> = None;
+        for _ in 0..2 * MAX_DEPTH {
+            let (h, idx, child) = {
                 let g = self.store.read(cur, BlockKind::Node)?;
                 let h = node::check(&g, kind.value_size())?;
-                (h, node::lower_bound(&g, &h, key)?)
+                let idx = node::lower_bound(&g, &h, key)?;
+                let child = match h.leaf {
+                    true => 0,
+                    false => node::value_u64(&g, &h, idx.unwrap_or(0))?,
+                };
+                (h, idx, child)
             };
+            if h.is_full() {
+                // After making room the node is not full: no second round.
+                match parent.take() {
+                    Some((p, pi)) => cur = self.rebalance_or_split(p, pi, cur, key, kind)?,
+                    None if cur == root => self.split_beneath(root, kind)?,
+                    None => return Err(corrupt(Corruption::NodeHeader)),
+                }
+                continue;
+            }
             if h.leaf {
                 let mut g = self.store.write(cur, BlockKind::Node)?;
                 let mut h = h;
@@ -275,17 +297,13 @@ impl<S: BlockStore> Tm<S> {
                     0
                 }
             };
-            let child = self.node_value_u64(cur, &h, i)?;
             let nc = self.shadow(child, kind)?;
             if nc != child {
                 let mut g = self.store.write(cur, BlockKind::Node)?;
                 node::set_value(&mut g, &h, i, &nc.to_le_bytes())?;
             }
-            cur = if self.node_header(nc, kind)?.is_full() {
-                self.rebalance_or_split(cur, i, nc, key, kind)?
-            } else {
-                nc
-            };
+            parent = Some((cur, i));
+            cur = nc;
         }
         Err(corrupt(Corruption::TooDeep))
     }
@@ -419,32 +437,32 @@ impl<S: BlockStore> Tm<S> {
     }
 
     /// Shadows the path to an existing `key`. Returns the new root, the
-    /// (writable) leaf and the entry's index in it.
+    /// (writable) leaf, the entry's index in it and its value.
     pub(crate) fn btree_shadow_path(
         &mut self,
         root: u64,
         key: u64,
         kind: TreeKind,
-    ) -> CoreResult<(u64, u64, usize)> {
+    ) -> CoreResult<(u64, u64, usize, Value)> {
         if self.btree_lookup(root, key, kind)?.is_none() {
             return Err(CoreError::NotFound);
         }
         let root = self.shadow(root, kind)?;
         let mut cur = root;
         for _ in 0..MAX_DEPTH {
-            let (h, idx) = {
+            let (h, i, child_or_value) = {
                 let g = self.store.read(cur, BlockKind::Node)?;
                 let h = node::check(&g, kind.value_size())?;
-                (h, node::lower_bound(&g, &h, key)?)
-            };
-            let i = idx.ok_or(corrupt(Corruption::KeyOrder))?;
-            if h.leaf {
-                if self.node_key(cur, &h, i)? != key {
+                let i = node::lower_bound(&g, &h, key)?.ok_or(corrupt(Corruption::KeyOrder))?;
+                if h.leaf && node::key(&g, &h, i)? != key {
                     return Err(corrupt(Corruption::KeyOrder));
                 }
-                return Ok((root, cur, i));
+                (h, i, Value::from_slice(node::value(&g, &h, i)?))
+            };
+            if h.leaf {
+                return Ok((root, cur, i, child_or_value));
             }
-            let child = self.node_value_u64(cur, &h, i)?;
+            let child = child_or_value.as_u64();
             let nc = self.shadow(child, kind)?;
             if nc != child {
                 let mut g = self.store.write(cur, BlockKind::Node)?;
@@ -453,16 +471,6 @@ impl<S: BlockStore> Tm<S> {
             cur = nc;
         }
         Err(corrupt(Corruption::TooDeep))
-    }
-
-    /// Value `i` of leaf `b`.
-    pub(crate) fn leaf_value(&self, b: u64, i: usize, kind: TreeKind) -> CoreResult<Value> {
-        let g = self.store.read(b, BlockKind::Node)?;
-        let h = node::check(&g, kind.value_size())?;
-        if !h.leaf || i >= h.nr_entries {
-            return Err(corrupt(Corruption::NodeHeader));
-        }
-        Ok(Value::from_slice(node::value(&g, &h, i)?))
     }
 
     /// Overwrites value `i` of a writable leaf (no reference-count semantics).

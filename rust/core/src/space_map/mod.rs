@@ -38,7 +38,7 @@ use crate::checksum::BlockKind;
 use crate::codec::{get_u32, get_u64, put_u32, put_u64};
 use crate::core_error::{corrupt, CoreError, CoreResult, Corruption};
 use crate::superblock::SmRoot;
-use crate::tm::Tm;
+use crate::tm::{CacheMem, Tm};
 
 /// Entries (blocks) covered by one bitmap block.
 pub const ENTRIES_PER_BITMAP: u64 = 16_320;
@@ -129,7 +129,7 @@ fn byte_all_used(v: u8) -> bool {
     (v | (v >> 1)) & 0x55 == 0x55
 }
 
-impl<S: BlockStore> Tm<S> {
+impl<S: BlockStore, C: CacheMem> Tm<S, C> {
     fn root(&self, sm: SmKind, committed: bool) -> SmRoot {
         match (sm, committed) {
             (SmKind::Meta, false) => self.msm,
@@ -164,6 +164,11 @@ impl<S: BlockStore> Tm<S> {
         let root = self.root(sm, committed);
         if i >= nr_bitmaps(root.nr_blocks) {
             return Err(corrupt(Corruption::SpaceMap));
+        }
+        if sm == SmKind::Data && !committed {
+            if let Some(ie) = self.dirty_data_ie(i) {
+                return Ok(ie);
+            }
         }
         if let Some(ie) = self.cached_ie(sm, committed, i) {
             return Ok(ie);
@@ -213,16 +218,32 @@ impl<S: BlockStore> Tm<S> {
                 self.cache_ie(sm, false, i, ie);
                 Ok(())
             }
-            SmKind::Data => {
-                let (r, _) =
-                    self.btree_insert(self.dsm.bitmap_root, i, &ie.encode(), TreeKind::DataIndex)?;
-                self.dsm.bitmap_root = r;
-                // The insert allocated metadata blocks on the way: read the
-                // entry back from the tree next time rather than assume.
-                self.uncache_ie(sm, false, i);
-                Ok(())
-            }
+            // Kept in core until the commit (or a collision) writes it.
+            SmKind::Data => match self.put_dirty_data_ie(i, ie) {
+                Some((j, older)) => self.write_data_ie(j, older),
+                None => Ok(()),
+            },
         }
+    }
+
+    /// Writes index entry `i` of the data space map into its index tree
+    /// (allocating metadata blocks only: no data index entry changes).
+    fn write_data_ie(&mut self, i: u64, ie: IndexEntry) -> CoreResult<()> {
+        let (r, _) =
+            self.btree_insert(self.dsm.bitmap_root, i, &ie.encode(), TreeKind::DataIndex)?;
+        self.dsm.bitmap_root = r;
+        // The tree changed under the read cache's entry, if it had one.
+        self.uncache_ie(SmKind::Data, false, i);
+        Ok(())
+    }
+
+    /// Writes every changed data index entry into the index tree: before a
+    /// commit records the tree's root, and before the tree grows.
+    pub(crate) fn write_dirty_data_ies(&mut self) -> CoreResult<()> {
+        while let Some((i, ie)) = self.take_dirty_data_ie() {
+            self.write_data_ie(i, ie)?;
+        }
+        Ok(())
     }
 
     /// Reference count of `b` (current or committed map). Blocks beyond the
@@ -393,6 +414,9 @@ impl<S: BlockStore> Tm<S> {
     }
 
     fn sm_set_inner(&mut self, sm: SmKind, b: u64, v: u32) -> CoreResult<()> {
+        if sm == SmKind::Meta && v != 1 {
+            self.forget_new(b);
+        }
         let old = self.sm_count(sm, false, b)?;
         if old == v {
             return Ok(());
@@ -491,6 +515,7 @@ impl<S: BlockStore> Tm<S> {
         if new_nr < old {
             return Err(CoreError::Invalid);
         }
+        self.write_dirty_data_ies()?;
         for i in nr_bitmaps(old)..nr_bitmaps(new_nr) {
             let loc = self.meta_alloc()?;
             let _ = self.store.zeroed(loc, BlockKind::Bitmap)?;

@@ -281,6 +281,10 @@ pub struct HostStore<M: Media> {
     /// If set, every write access may write back a random dirty block early.
     pub evict: Option<Rng>,
     pub flushes: u64,
+    /// Read and write accesses so far (each would be a dm-bufio call in
+    /// the kernel: what the core's cost is mostly made of there).
+    pub reads: std::cell::Cell<u64>,
+    pub writes: std::cell::Cell<u64>,
 }
 
 impl<M: Media> HostStore<M> {
@@ -290,6 +294,8 @@ impl<M: Media> HostStore<M> {
             cache: RefCell::new(BlockMap::default()),
             evict: None,
             flushes: 0,
+            reads: Default::default(),
+            writes: Default::default(),
         }
     }
 
@@ -393,10 +399,12 @@ impl<M: Media> BlockStore for HostStore<M> {
     }
 
     fn read(&self, b: u64, kind: BlockKind) -> CoreResult<HostRead> {
+        self.reads.set(self.reads.get() + 1);
         self.load(b, kind).map(HostRead)
     }
 
     fn write(&mut self, b: u64, kind: BlockKind) -> CoreResult<&mut [u8]> {
+        self.writes.set(self.writes.get() + 1);
         self.maybe_evict()?;
         self.load(b, kind)?;
         {
@@ -409,6 +417,7 @@ impl<M: Media> BlockStore for HostStore<M> {
     }
 
     fn zeroed(&mut self, b: u64, kind: BlockKind) -> CoreResult<&mut [u8]> {
+        self.writes.set(self.writes.get() + 1);
         self.maybe_evict()?;
         if b >= self.media.nr_blocks() {
             return Err(CoreError::Io(-5));
@@ -425,6 +434,8 @@ impl<M: Media> BlockStore for HostStore<M> {
     }
 
     fn copy(&mut self, from: u64, to: u64, kind: BlockKind) -> CoreResult<()> {
+        self.reads.set(self.reads.get() + 1);
+        self.writes.set(self.writes.get() + 1);
         self.maybe_evict()?;
         if to >= self.media.nr_blocks() {
             return Err(CoreError::Io(-5));
