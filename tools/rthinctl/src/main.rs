@@ -230,6 +230,13 @@ enum Cmd {
     /// the same core crate as the kernel module.
     #[command(subcommand)]
     Meta(MetaCmd),
+    /// Write the man pages (section 8) and the bash, zsh and fish
+    /// completions into DIR (used by `make install`).
+    #[command(hide = true)]
+    GenerateDocs {
+        /// Output directory (man8/ and completions/ are made in it).
+        dir: std::path::PathBuf,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -361,6 +368,7 @@ fn honoured(cmd: &Cmd) -> (&'static str, &'static [&'static str]) {
         Cmd::Meta(MetaCmd::Check { .. }) => ("meta check", &["json"]),
         Cmd::Meta(MetaCmd::Dump { .. }) => ("meta dump", &[]),
         Cmd::Meta(MetaCmd::Ls { .. }) => ("meta ls", TABLE),
+        Cmd::GenerateDocs { .. } => ("generate-docs", &[]),
     }
 }
 
@@ -545,6 +553,11 @@ fn run(cli: Cli, m: &clap::ArgMatches) -> Result<i32> {
             } => meta::ls(path, snap(*metadata_snap), ctx.json, &ctx.style),
         };
     }
+    if let Cmd::GenerateDocs { dir } = &cli.cmd {
+        return generate_docs(dir)
+            .map(|_| exit::OK)
+            .map_err(|e| Error::new(exit::OTHER, format!("{}: {e}", dir.display())));
+    }
     let t = ops::open()?;
     let t: &dyn dm::Transport = &t;
     match (cli.cmd, prepared) {
@@ -582,6 +595,45 @@ fn run(cli: Cli, m: &clap::ArgMatches) -> Result<i32> {
     }
 }
 
+/// The man pages (`rthinctl.8`, `rthinctl-SUB.8` for each subcommand) and
+/// the shell completions, generated from the command definition so they
+/// cannot drift from `--help`.
+fn generate_docs(dir: &std::path::Path) -> std::io::Result<()> {
+    let man = dir.join("man8");
+    let comp = dir.join("completions");
+    std::fs::create_dir_all(&man)?;
+    std::fs::create_dir_all(&comp)?;
+    let mut cmd = command().version(env!("CARGO_PKG_VERSION"));
+    cmd.build();
+    fn pages(cmd: &clap::Command, prefix: &str, dir: &std::path::Path) -> std::io::Result<()> {
+        let name = if prefix.is_empty() {
+            cmd.get_name().to_string()
+        } else {
+            format!("{prefix}-{}", cmd.get_name())
+        };
+        let c = cmd.clone().name(name.clone());
+        let mut f = std::fs::File::create(dir.join(format!("{name}.8")))?;
+        clap_mangen::Man::new(c)
+            .section("8")
+            .manual("System Administration")
+            .source(format!("rthinctl {}", env!("CARGO_PKG_VERSION")))
+            .render(&mut f)?;
+        for sub in cmd
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+        {
+            pages(sub, &name, dir)?;
+        }
+        Ok(())
+    }
+    pages(&cmd, "", &man)?;
+    use clap_complete::Shell;
+    for sh in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+        clap_complete::generate_to(sh, &mut cmd, "rthinctl", &comp)?;
+    }
+    Ok(())
+}
+
 /// Whether the command line asks for `status --check` (whose every failure,
 /// a bad command line included, is UNKNOWN to a monitoring system).
 fn check_mode(args: &[std::ffi::OsString]) -> bool {
@@ -617,6 +669,16 @@ fn main() -> ExitCode {
         Ok(m) => m,
         Err(e) => {
             let _ = e.print();
+            if in_check && e.use_stderr() {
+                // The one line a monitoring system shows.
+                let first = e.to_string();
+                let first = first
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("error: ");
+                println!("UNKNOWN: bad command line: {first}");
+            }
             let code = if e.use_stderr() { usage_code } else { 0 };
             return ExitCode::from(code as u8);
         }
@@ -698,5 +760,42 @@ mod tests {
             let e = p(bad).unwrap_err();
             assert!(e.use_stderr(), "{bad:?}");
         }
+    }
+
+    /// Documentation/rthinctl.md names every command and every option of
+    /// the CLI definition (the man pages are generated from it).
+    #[test]
+    fn documentation_covers_the_cli() {
+        let doc = include_str!("../../../Documentation/rthinctl.md");
+        fn walk(c: &clap::Command, path: &str, doc: &str, missing: &mut Vec<String>) {
+            for a in c.get_arguments() {
+                if a.is_hide_set() {
+                    continue;
+                }
+                if let Some(l) = a.get_long() {
+                    if l != "help" && l != "version" && !doc.contains(&format!("--{l}")) {
+                        missing.push(format!("{path} --{l}"));
+                    }
+                }
+            }
+            for sub in c.get_subcommands() {
+                if sub.is_hide_set() || sub.get_name() == "help" {
+                    continue;
+                }
+                let p = format!("{path} {}", sub.get_name()).trim().to_string();
+                if !doc.contains(&format!("`{}", sub.get_name()))
+                    && !doc.contains(&format!("{} ", p))
+                {
+                    missing.push(p.clone());
+                }
+                walk(sub, &p, doc, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "", doc, &mut missing);
+        assert!(
+            missing.is_empty(),
+            "not in Documentation/rthinctl.md: {missing:?}"
+        );
     }
 }

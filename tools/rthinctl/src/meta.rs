@@ -230,7 +230,9 @@ impl FileStore {
         let live = self
             .read(0, BlockKind::Superblock)
             .map_err(|e| bad(format!("superblock: {e:?}")))?;
-        let held = u64::from_le_bytes(live[320..328].try_into().unwrap_or([0; 8]));
+        let held = rthin_core::superblock::Superblock::decode(&live)
+            .map_err(|e| bad(format!("superblock: {e:?}")))?
+            .held_root;
         if held == 0 {
             return Err(Error::new(
                 exit::REFUSED,
@@ -240,8 +242,10 @@ impl FileStore {
         let mut h = self
             .read(held, BlockKind::Superblock)
             .map_err(|e| bad(format!("metadata snapshot at block {held}: {e:?}")))?;
+        // Space-map roots (offsets 64 and 192, 128 bytes each) from the
+        // live superblock; no held root of its own.
         h[64..320].copy_from_slice(&live[64..320]);
-        h[320..328].copy_from_slice(&0u64.to_le_bytes());
+        h[56..64].copy_from_slice(&0u64.to_le_bytes());
         seal(BlockKind::Superblock, 0, &mut h).map_err(|e| bad(format!("{e:?}")))?;
         Ok(h)
     }

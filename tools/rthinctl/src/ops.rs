@@ -220,6 +220,33 @@ pub fn ls(ctx: &Ctx, t: &dyn Transport, pool: Option<&str>) -> Result<i32> {
     Ok(exit::OK)
 }
 
+/// Nagios/Icinga performance data: ` | data=82.10%;80;95;0;100
+/// metadata=...` (labels prefixed with the pool's name when there are
+/// several pools).
+fn perfdata(perf: &[(String, Option<f64>, Option<f64>)], th: &Thresholds) -> String {
+    let mut v = Vec::new();
+    for (n, d, m) in perf {
+        let pre = if perf.len() == 1 {
+            String::new()
+        } else {
+            format!("{n}_")
+        };
+        for (what, x, w, c) in [
+            ("data", d, th.data_warn, th.data_crit),
+            ("metadata", m, th.meta_warn, th.meta_crit),
+        ] {
+            if let Some(x) = x {
+                v.push(format!("{pre}{what}={x:.2}%;{w};{c};0;100"));
+            }
+        }
+    }
+    if v.is_empty() {
+        String::new()
+    } else {
+        format!(" | {}", v.join(" "))
+    }
+}
+
 /// `status --check`: never fails; problems reading state are UNKNOWN.
 pub fn status_check(ctx: &Ctx, a: &StatusArgs) -> i32 {
     let th = Thresholds {
@@ -228,10 +255,20 @@ pub fn status_check(ctx: &Ctx, a: &StatusArgs) -> i32 {
         meta_warn: a.meta_warn.unwrap_or(a.warn),
         meta_crit: a.meta_crit.unwrap_or(a.crit),
     };
+    let mut perf: Vec<(String, Option<f64>, Option<f64>)> = Vec::new();
     let result = (|| -> Result<Vec<(Level, String)>> {
         let t = open()?;
         let scan = scan_all(&t)?;
         let (pools, thins) = select(&scan, &a.devs)?;
+        for p in &pools {
+            if let Ok(PoolStatus::Working(u)) = &p.status {
+                perf.push((
+                    p.name.clone(),
+                    crate::units::round_percent(u.data_used, u.data_total),
+                    crate::units::round_percent(u.meta_used, u.meta_total),
+                ));
+            }
+        }
         let mut v = Vec::new();
         if pools.is_empty() && thins.is_empty() {
             v.push((Level::Unknown, "no thin pools are active".to_string()));
@@ -289,7 +326,20 @@ pub fn status_check(ctx: &Ctx, a: &StatusArgs) -> i32 {
             return exit::CHECK_UNKNOWN;
         }
     } else if lines.is_empty() || npools == 0 {
-        println!("OK: all thin pools healthy");
+        let figs: Vec<String> = perf
+            .iter()
+            .map(|(n, d, m)| {
+                let f = |x: &Option<f64>| x.map_or("?".into(), |x| format!("{x:.2}%"));
+                format!("{n} data {} metadata {}", f(d), f(m))
+            })
+            .collect();
+        println!(
+            "OK: {} thin pool{} healthy ({}){}",
+            perf.len(),
+            if perf.len() == 1 { "" } else { "s" },
+            figs.join(", "),
+            perfdata(&perf, &th)
+        );
     } else {
         let mut sorted = lines.clone();
         sorted.sort_by_key(|x| std::cmp::Reverse(x.0));
@@ -303,7 +353,12 @@ pub fn status_check(ctx: &Ctx, a: &StatusArgs) -> i32 {
                 }
             })
             .collect();
-        println!("{}: {}", level.name(), summary.join("; "));
+        println!(
+            "{}: {}{}",
+            level.name(),
+            summary.join("; "),
+            perfdata(&perf, &th)
+        );
     }
     code
 }
