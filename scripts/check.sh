@@ -94,7 +94,7 @@ install_check() {
 		share/fish/vendor_completions.d/rthinctl.fish; do
 		[ -s "$d/usr/$f" ] || { echo "make install: no $f" >&2; rc=1; }
 	done
-	grep -q -- '--live' "$d/usr/share/man/man8/rthinctl-meta-check.8" || { echo "man page lacks --live" >&2; rc=1; }
+	grep -q 'fB.-.-live' "$d/usr/share/man/man8/rthinctl-meta-check.8" || { echo "man page lacks --live" >&2; rc=1; }
 	rm -rf "$d"
 	return $rc
 }
