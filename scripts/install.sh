@@ -37,4 +37,4 @@ kver=$(ls "$stage/lib/modules")
 in_sysroot depmod -b "$RTHIN_SRC_IN/build/install-module" "$kver" || die "depmod $kver failed"
 mkdir -p "$destdir/lib/modules"
 cp -a "$stage/lib/modules/$kver" "$destdir/lib/modules/"
-log "installed dm-rthin.ko for kernel $kver under ${destdir:-/}lib/modules/$kver (depmod done)"
+log "installed dm-rthin.ko for kernel $kver under ${destdir}/lib/modules/$kver (depmod done)"
