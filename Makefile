@@ -16,13 +16,16 @@
 #   make bench      dm-linear, C dm-thin and rthin side by side, every case (TCG: over an hour)
 #   make bench-quick  cases 2 (4k randread), 7 (a 32 GiB volume) and 8 (first touches), a short case 4
 #   make host-test  cargo fmt --check, clippy and cargo test only
+#   make install    rthinctl, its man pages and completions, and dm-rthin.ko (Kbuild
+#                   modules_install + depmod, for the test kernel); DESTDIR= and PREFIX=
+#                   (default /usr/local) as packagers expect
 #   make clean      removes this clone's build output (the cache stays)
 #
 # Slow artefacts are cached under $(RTHIN_CACHE) (default ~/.cache/rthin).
 
 SHELL := /bin/bash
 
-.PHONY: check check-debug vm-test vm-durations soak demo module kernel sysroot vm-shell host-test clean bench bench-quick
+.PHONY: install check check-debug vm-test vm-durations soak demo module kernel sysroot vm-shell host-test clean bench bench-quick
 
 check:
 	scripts/check.sh
@@ -62,6 +65,9 @@ bench:
 
 bench-quick:
 	RTHIN_BENCH_COMMAND="make bench-quick" scripts/bench.sh --quick
+
+install:
+	DESTDIR="$(DESTDIR)" PREFIX="$(or $(PREFIX),/usr/local)" scripts/install.sh
 
 host-test:
 	cargo fmt --all -- --check

@@ -75,9 +75,34 @@ oracle() {
 		return 1
 	fi
 }
+meta_images() {
+	local out=$RTHIN_OUT/meta-images.log
+	if "$RTHIN_ROOT/scripts/meta-images.sh" >"$out" 2>&1; then
+		tail -1 "$out"
+	else
+		cat "$out"
+		return 1
+	fi
+}
+# make install's files, staged: binary, man pages matching the subcommands, completions.
+install_check() {
+	local d rc=0
+	d=$(mktemp -d)
+	RTHIN_INSTALL_MODULE=0 DESTDIR=$d PREFIX=/usr "$RTHIN_ROOT/scripts/install.sh" >/dev/null || rc=1
+	for f in sbin/rthinctl share/man/man8/rthinctl.8 share/man/man8/rthinctl-meta-check.8 \
+		share/bash-completion/completions/rthinctl share/zsh/site-functions/_rthinctl \
+		share/fish/vendor_completions.d/rthinctl.fish; do
+		[ -s "$d/usr/$f" ] || { echo "make install: no $f" >&2; rc=1; }
+	done
+	grep -q 'fB.-.-live' "$d/usr/share/man/man8/rthinctl-meta-check.8" || { echo "man page lacks --live" >&2; rc=1; }
+	rm -rf "$d"
+	return $rc
+}
 host_oracle() {
 	phase_begin
 	step "metadata core against thin_check/thin_dump/thin_restore" oracle || true
+	step "rthinctl meta on images of thin-provisioning-tools 0.9.0 and 1.x" meta_images || true
+	step "make install DESTDIR=(temporary) without the module" install_check || true
 	phase_end "oracle (core against thin-provisioning-tools)"
 }
 [ "$host_steps" = 1 ] && [ "$host_parallel" != 1 ] && host_tests

@@ -70,6 +70,58 @@ pub struct DevInfo {
     pub suspended: bool,
     /// The device has a live table.
     pub active: bool,
+    /// Which volume manager owns the device, from its dm UUID.
+    pub owner: Owner,
+}
+
+/// The volume manager that owns a device-mapper device, from the prefix of
+/// its dm UUID (`LVM-...`, `stratis-...`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Owner {
+    /// No known owner (dmsetup, rthinctl, scripts).
+    #[default]
+    None,
+    /// LVM2.
+    Lvm,
+    /// Stratis.
+    Stratis,
+}
+
+impl Owner {
+    /// The owner named by a dm UUID.
+    pub fn from_uuid(uuid: &str) -> Self {
+        if uuid.starts_with("LVM-") {
+            Owner::Lvm
+        } else if uuid.starts_with("stratis-") {
+            Owner::Stratis
+        } else {
+            Owner::None
+        }
+    }
+}
+
+/// Splits an LVM dm name (`vg-lv` or `vg-lv-layer`, a `-` inside a name
+/// doubled) into VG, LV and layer, as libdm's `dm_split_lvm_name` does.
+pub fn lvm_split(name: &str) -> Option<(String, String, String)> {
+    let mut parts = vec![String::new()];
+    let mut it = name.chars().peekable();
+    while let Some(c) = it.next() {
+        if c == '-' {
+            if it.peek() == Some(&'-') {
+                it.next();
+                parts.last_mut()?.push('-');
+            } else {
+                parts.push(String::new());
+            }
+        } else {
+            parts.last_mut()?.push(c);
+        }
+    }
+    match parts.len() {
+        2 => Some((parts[0].clone(), parts[1].clone(), String::new())),
+        3 => Some((parts[0].clone(), parts[1].clone(), parts[2].clone())),
+        _ => None,
+    }
 }
 
 /// One target of a table: start, length (sectors), type, parameters.
@@ -135,6 +187,10 @@ fn info_of(i: &devicemapper::DeviceInfo) -> DevInfo {
         event_nr: i.event_nr(),
         suspended: flags.contains(DmFlags::DM_SUSPEND),
         active: flags.contains(DmFlags::DM_ACTIVE_PRESENT),
+        owner: i
+            .uuid()
+            .map(|u| Owner::from_uuid(&u.to_string()))
+            .unwrap_or_default(),
     }
 }
 

@@ -41,7 +41,7 @@ With status --check: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.";
 
 /// Manage thin-provisioning pools (rthin and dm-thin) through device-mapper.
 #[derive(Parser, Debug)]
-#[command(name = "rthinctl", version, after_help = AFTER_HELP, disable_version_flag = true)]
+#[command(name = "rthinctl", version, after_help = AFTER_HELP)]
 struct Cli {
     #[command(flatten)]
     out: OutputArgs,
@@ -109,6 +109,10 @@ struct Guard {
     /// Print the equivalent dmsetup commands instead of doing anything.
     #[arg(long)]
     dry_run: bool,
+    /// Change the pool even if LVM or Stratis owns it (they keep their own
+    /// record of its thin devices and transaction id).
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -190,6 +194,9 @@ enum Cmd {
         /// Print the equivalent dmsetup command instead.
         #[arg(long)]
         dry_run: bool,
+        /// Change the pool even if LVM or Stratis owns it.
+        #[arg(long)]
+        force: bool,
     },
     /// Reserve, release or show the pool's metadata snapshot (held root).
     #[command(subcommand)]
@@ -208,6 +215,9 @@ enum Cmd {
     },
     /// Send a raw message to a pool and print any output (escape hatch).
     Message {
+        /// Send even if LVM or Stratis owns the pool.
+        #[arg(long)]
+        force: bool,
         /// The pool.
         pool: String,
         /// Message words, e.g. `create_thin 7`.
@@ -220,15 +230,29 @@ enum Cmd {
     /// the same core crate as the kernel module.
     #[command(subcommand)]
     Meta(MetaCmd),
+    /// Write the man pages (section 8) and the bash, zsh and fish
+    /// completions into DIR (used by `make install`).
+    #[command(hide = true)]
+    GenerateDocs {
+        /// Output directory (man8/ and completions/ are made in it).
+        dir: std::path::PathBuf,
+    },
 }
 
 #[derive(Subcommand, Debug)]
 enum MetaCmd {
     /// Check the metadata as thin_check does: every tree, and the reference
     /// count of every data and metadata block against the space maps.
+    /// With --live POOL: check a running pool through a metadata snapshot.
     Check {
         /// Metadata device or image.
-        path: String,
+        #[arg(required_unless_present = "live", conflicts_with = "live")]
+        path: Option<String>,
+        /// Check the running pool POOL: reserve a metadata snapshot, check
+        /// its trees and that the data space map counts every block it maps,
+        /// release it (leaks and exact counts need the pool down).
+        #[arg(long, value_name = "POOL")]
+        live: Option<String>,
         /// Print nothing when the metadata is fine.
         #[arg(short, long)]
         quiet: bool,
@@ -237,15 +261,23 @@ enum MetaCmd {
         #[arg(long)]
         ignore_non_fatal_errors: bool,
     },
-    /// Print the metadata as thin_dump XML.
+    /// Print the metadata as thin_dump XML (streamed).
     Dump {
         /// Metadata device or image.
         path: String,
+        /// Read the held metadata snapshot (the device may belong to a
+        /// running pool).
+        #[arg(short = 'm', long)]
+        metadata_snap: bool,
     },
-    /// List the thin devices in the metadata.
+    /// List the thin devices in the metadata with thin_ls's figures.
     Ls {
         /// Metadata device or image.
         path: String,
+        /// Read the held metadata snapshot (the device may belong to a
+        /// running pool).
+        #[arg(short = 'm', long)]
+        metadata_snap: bool,
     },
 }
 
@@ -307,35 +339,88 @@ fn style_of(o: &OutputArgs) -> report::Style {
     }
 }
 
-fn run(cli: Cli) -> Result<i32> {
-    let style = style_of(&cli.out);
-    let ctx = ops::Ctx {
-        json: cli.out.json,
-        verbose: cli.out.verbose,
-        style,
-    };
-    if let Cmd::Status(a) = &cli.cmd {
-        if a.check {
-            return Ok(ops::status_check(&ctx, a));
+/// The global output flags each command honours; any other given on its
+/// command line is refused rather than silently ignored.
+fn honoured(cmd: &Cmd) -> (&'static str, &'static [&'static str]) {
+    const TABLE: &[&str] = &[
+        "json",
+        "raw",
+        "units",
+        "no_suffix",
+        "no_headings",
+        "separator",
+    ];
+    const CHANGE: &[&str] = &["json", "verbose"];
+    match cmd {
+        Cmd::Status(a) if a.check => ("status --check", &["json"]),
+        Cmd::Status(_) => ("status", TABLE),
+        Cmd::Ls { .. } => ("ls", TABLE),
+        Cmd::Watch(_) => ("watch", TABLE),
+        Cmd::CreateThin { .. } => ("create-thin", CHANGE),
+        Cmd::CreateSnap { .. } => ("create-snap", CHANGE),
+        Cmd::Delete { .. } => ("delete", CHANGE),
+        Cmd::SetTransactionId { .. } => ("set-transaction-id", CHANGE),
+        Cmd::MetadataSnap(_) | Cmd::ReserveAlias { .. } | Cmd::ReleaseAlias { .. } => {
+            ("metadata-snap", CHANGE)
+        }
+        Cmd::Message { .. } => ("message", CHANGE),
+        Cmd::Version => ("version", &["json"]),
+        Cmd::Meta(MetaCmd::Check { .. }) => ("meta check", &["json"]),
+        Cmd::Meta(MetaCmd::Dump { .. }) => ("meta dump", &[]),
+        Cmd::Meta(MetaCmd::Ls { .. }) => ("meta ls", TABLE),
+        Cmd::GenerateDocs { .. } => ("generate-docs", &[]),
+    }
+}
+
+/// Refuses global flags given to a command that has no use for them.
+fn check_globals(cmd: &Cmd, m: &clap::ArgMatches) -> Result<()> {
+    let mut leaf = m;
+    while let Some((_, sub)) = leaf.subcommand() {
+        leaf = sub;
+    }
+    let (name, ok) = honoured(cmd);
+    for id in [
+        "json",
+        "raw",
+        "units",
+        "no_suffix",
+        "no_headings",
+        "separator",
+        "verbose",
+    ] {
+        let given = matches!(
+            leaf.value_source(id),
+            Some(clap::parser::ValueSource::CommandLine)
+        );
+        if given && !ok.contains(&id) {
+            return Err(Error::usage(format!(
+                "--{} has no meaning for {name}",
+                id.replace('_', "-")
+            )));
         }
     }
-    if let Cmd::Meta(m) = &cli.cmd {
-        return match m {
-            MetaCmd::Check {
-                path,
-                quiet,
-                ignore_non_fatal_errors,
-            } => meta::check(path, *quiet, *ignore_non_fatal_errors),
-            MetaCmd::Dump { path } => meta::dump(path),
-            MetaCmd::Ls { path } => meta::ls(path, ctx.json, &ctx.style),
-        };
+    Ok(())
+}
+
+/// A closed stdout (the reader went away) ends the command quietly.
+pub fn io_error(e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        return Error::new(exit::OK, "");
     }
-    let t = ops::open()?;
-    let t: &dyn dm::Transport = &t;
-    match cli.cmd {
-        Cmd::Status(a) => ops::status(&ctx, t, &a.devs),
-        Cmd::Ls { pool } => ops::ls(&ctx, t, pool.as_deref()),
-        Cmd::Watch(a) => watch::watch(&ctx, t, &a),
+    Error::new(exit::OTHER, format!("cannot write the output: {e}"))
+}
+
+/// A command whose arguments are all checked, ready to run against the
+/// kernel: nothing is opened before the command line is known to be good.
+enum Ready {
+    CreateThin(String, IdArg, Guard),
+    CreateSnap(String, IdArg, u32, bool, Guard),
+    Delete(String, u32, Guard),
+    Other,
+}
+
+fn ready(cmd: &Cmd) -> Result<Ready> {
+    Ok(match cmd {
         Cmd::CreateThin {
             pool,
             id_pos,
@@ -343,9 +428,9 @@ fn run(cli: Cli) -> Result<i32> {
             guard,
         } => {
             let id = id
-                .or(id_pos)
+                .or(*id_pos)
                 .ok_or_else(|| Error::usage("create-thin needs a thin id: --id N or --id auto"))?;
-            ops::create_thin(&ctx, t, &pool, id, &guard)
+            Ready::CreateThin(pool.clone(), id, guard.clone())
         }
         Cmd::CreateSnap {
             pool,
@@ -357,12 +442,12 @@ fn run(cli: Cli) -> Result<i32> {
             guard,
         } => {
             let id = id
-                .or(id_pos)
+                .or(*id_pos)
                 .ok_or_else(|| Error::usage("create-snap needs the new id: --id N or --id auto"))?;
             let origin = origin
-                .or(origin_pos)
+                .or(*origin_pos)
                 .ok_or_else(|| Error::usage("create-snap needs the origin id: --origin M"))?;
-            ops::create_snap(&ctx, t, &pool, id, origin, no_suspend, &guard)
+            Ready::CreateSnap(pool.clone(), id, origin, *no_suspend, guard.clone())
         }
         Cmd::Delete {
             pool,
@@ -371,46 +456,253 @@ fn run(cli: Cli) -> Result<i32> {
             guard,
         } => {
             let id = id
-                .or(id_pos)
+                .or(*id_pos)
                 .ok_or_else(|| Error::usage("delete needs a thin id: --id N"))?;
-            ops::delete(&ctx, t, &pool, id, &guard)
+            Ready::Delete(pool.clone(), id, guard.clone())
         }
-        Cmd::SetTransactionId {
-            pool,
-            old,
-            new,
-            bump,
-            dry_run,
-        } => ops::set_transaction_id(&ctx, t, &pool, old.zip(new), bump, dry_run),
-        Cmd::MetadataSnap(MetaSnapCmd::Reserve { pool }) | Cmd::ReserveAlias { pool } => {
+        Cmd::SetTransactionId { old, new, bump, .. } => {
+            if !bump && old.zip(*new).is_none() {
+                return Err(Error::usage("give OLD and NEW, or --bump"));
+            }
+            Ready::Other
+        }
+        Cmd::Status(a) => {
+            validate_thresholds(a)?;
+            Ready::Other
+        }
+        _ => Ready::Other,
+    })
+}
+
+/// `status --check` thresholds: percentages from 0 to 100, warn <= crit.
+fn validate_thresholds(a: &StatusArgs) -> Result<()> {
+    let mw = a.meta_warn.unwrap_or(a.warn);
+    let mc = a.meta_crit.unwrap_or(a.crit);
+    for (n, v) in [
+        ("--warn", a.warn),
+        ("--crit", a.crit),
+        ("--meta-warn", mw),
+        ("--meta-crit", mc),
+    ] {
+        if !v.is_finite() || !(0.0..=100.0).contains(&v) {
+            return Err(Error::usage(format!("{n} {v}: a percentage from 0 to 100")));
+        }
+    }
+    if a.warn > a.crit {
+        return Err(Error::usage(format!(
+            "--warn {} is above --crit {}",
+            a.warn, a.crit
+        )));
+    }
+    if mw > mc {
+        return Err(Error::usage(format!(
+            "metadata warning threshold {mw} is above the critical one {mc}"
+        )));
+    }
+    Ok(())
+}
+
+fn run(cli: Cli, m: &clap::ArgMatches) -> Result<i32> {
+    check_globals(&cli.cmd, m)?;
+    let prepared = ready(&cli.cmd)?;
+    let style = style_of(&cli.out);
+    let force = match &cli.cmd {
+        Cmd::CreateThin { guard, .. }
+        | Cmd::CreateSnap { guard, .. }
+        | Cmd::Delete { guard, .. } => guard.force,
+        Cmd::SetTransactionId { force, .. } | Cmd::Message { force, .. } => *force,
+        _ => false,
+    };
+    let ctx = ops::Ctx {
+        json: cli.out.json,
+        verbose: cli.out.verbose,
+        style,
+        force,
+    };
+    if let Cmd::Status(a) = &cli.cmd {
+        if a.check {
+            return Ok(ops::status_check(&ctx, a));
+        }
+    }
+    if let Cmd::Meta(m) = &cli.cmd {
+        let snap = |s: bool| meta::OpenMode { snap: s, shared: s };
+        return match m {
+            MetaCmd::Check {
+                path: Some(path),
+                quiet,
+                ignore_non_fatal_errors,
+                ..
+            } => meta::check_with(path, *quiet, *ignore_non_fatal_errors, ctx.json),
+            MetaCmd::Check {
+                live: Some(pool),
+                quiet,
+                ignore_non_fatal_errors,
+                ..
+            } => {
+                let t = ops::open()?;
+                ops::check_live(&ctx, &t, pool, *quiet, *ignore_non_fatal_errors)
+            }
+            MetaCmd::Check { .. } => Err(Error::usage("meta check needs PATH or --live POOL")),
+            MetaCmd::Dump {
+                path,
+                metadata_snap,
+            } => meta::dump(path, snap(*metadata_snap)),
+            MetaCmd::Ls {
+                path,
+                metadata_snap,
+            } => meta::ls(path, snap(*metadata_snap), ctx.json, &ctx.style),
+        };
+    }
+    if let Cmd::GenerateDocs { dir } = &cli.cmd {
+        return generate_docs(dir)
+            .map(|_| exit::OK)
+            .map_err(|e| Error::new(exit::OTHER, format!("{}: {e}", dir.display())));
+    }
+    let t = ops::open()?;
+    let t: &dyn dm::Transport = &t;
+    match (cli.cmd, prepared) {
+        (_, Ready::CreateThin(pool, id, guard)) => ops::create_thin(&ctx, t, &pool, id, &guard),
+        (_, Ready::CreateSnap(pool, id, origin, no_suspend, guard)) => {
+            ops::create_snap(&ctx, t, &pool, id, origin, no_suspend, &guard)
+        }
+        (_, Ready::Delete(pool, id, guard)) => ops::delete(&ctx, t, &pool, id, &guard),
+        (Cmd::Status(a), _) => ops::status(&ctx, t, &a.devs),
+        (Cmd::Ls { pool }, _) => ops::ls(&ctx, t, pool.as_deref()),
+        (Cmd::Watch(a), _) => watch::watch(&ctx, t, &a),
+        (
+            Cmd::SetTransactionId {
+                pool,
+                old,
+                new,
+                bump,
+                dry_run,
+                ..
+            },
+            _,
+        ) => ops::set_transaction_id(&ctx, t, &pool, old.zip(new), bump, dry_run),
+        (Cmd::MetadataSnap(MetaSnapCmd::Reserve { pool }) | Cmd::ReserveAlias { pool }, _) => {
             ops::metadata_snap(&ctx, t, &pool, ops::SnapOp::Reserve)
         }
-        Cmd::MetadataSnap(MetaSnapCmd::Release { pool }) | Cmd::ReleaseAlias { pool } => {
+        (Cmd::MetadataSnap(MetaSnapCmd::Release { pool }) | Cmd::ReleaseAlias { pool }, _) => {
             ops::metadata_snap(&ctx, t, &pool, ops::SnapOp::Release)
         }
-        Cmd::MetadataSnap(MetaSnapCmd::Show { pool }) => {
+        (Cmd::MetadataSnap(MetaSnapCmd::Show { pool }), _) => {
             ops::metadata_snap(&ctx, t, &pool, ops::SnapOp::Show)
         }
-        Cmd::Message { pool, words } => ops::message(&ctx, t, &pool, &words),
-        Cmd::Version => ops::version(&ctx, t),
-        Cmd::Meta(_) => Ok(exit::OK),
+        (Cmd::Message { pool, words, .. }, _) => ops::message(&ctx, t, &pool, &words),
+        (Cmd::Version, _) => ops::version(&ctx, t),
+        _ => Ok(exit::OK),
     }
 }
 
+/// The man pages (`rthinctl.8`, `rthinctl-SUB.8` for each subcommand) and
+/// the shell completions, generated from the command definition so they
+/// cannot drift from `--help`.
+fn generate_docs(dir: &std::path::Path) -> std::io::Result<()> {
+    let man = dir.join("man8");
+    let comp = dir.join("completions");
+    std::fs::create_dir_all(&man)?;
+    std::fs::create_dir_all(&comp)?;
+    let mut cmd = command().version(env!("CARGO_PKG_VERSION"));
+    cmd.build();
+    fn pages(cmd: &clap::Command, prefix: &str, dir: &std::path::Path) -> std::io::Result<()> {
+        let name = if prefix.is_empty() {
+            cmd.get_name().to_string()
+        } else {
+            format!("{prefix}-{}", cmd.get_name())
+        };
+        let c = cmd.clone().name(name.clone());
+        let mut f = std::fs::File::create(dir.join(format!("{name}.8")))?;
+        clap_mangen::Man::new(c)
+            .section("8")
+            .manual("System Administration")
+            .source(format!("rthinctl {}", env!("CARGO_PKG_VERSION")))
+            .render(&mut f)?;
+        for sub in cmd
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+        {
+            pages(sub, &name, dir)?;
+        }
+        Ok(())
+    }
+    pages(&cmd, "", &man)?;
+    use clap_complete::Shell;
+    for sh in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+        clap_complete::generate_to(sh, &mut cmd, "rthinctl", &comp)?;
+    }
+    Ok(())
+}
+
+/// Whether the command line asks for `status --check` (whose every failure,
+/// a bad command line included, is UNKNOWN to a monitoring system).
+fn check_mode(args: &[std::ffi::OsString]) -> bool {
+    let a: Vec<&str> = args.iter().filter_map(|x| x.to_str()).collect();
+    a.contains(&"status") && a.contains(&"--check")
+}
+
+/// The command definition (also used to generate the man page and the
+/// shell completions: `rthinctl gen-man`, `gen-completions` are hidden).
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command()
+}
+
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // A closed pipe ends rthinctl as it ends cat and dmsetup: quietly, by
+    // SIGPIPE, not with a panic from print!.
+    // SAFETY: SIG_DFL installs no handler; nothing else handles SIGPIPE.
+    unsafe {
+        let _ = nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        );
+    }
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let in_check = check_mode(&args);
+    let usage_code = if in_check {
+        exit::CHECK_UNKNOWN
+    } else {
+        exit::USAGE
+    };
+    let m = match command().try_get_matches_from(&args) {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = e.print();
+            if in_check && e.use_stderr() {
+                // The one line a monitoring system shows.
+                let first = e.to_string();
+                let first = first
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("error: ");
+                println!("UNKNOWN: bad command line: {first}");
+            }
+            let code = if e.use_stderr() { usage_code } else { 0 };
+            return ExitCode::from(code as u8);
+        }
+    };
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&m) {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { exit::USAGE as u8 } else { 0 });
+            return ExitCode::from(usage_code as u8);
         }
     };
-    let code = match run(cli) {
+    let code = match run(cli, &m) {
         Ok(c) => c,
+        Err(e) if e.text.is_empty() => e.code,
         Err(e) => {
             let _ = std::io::stdout().flush();
-            eprintln!("rthinctl: {e}");
-            e.code
+            if in_check {
+                // Monitoring: one line on stdout, UNKNOWN.
+                println!("UNKNOWN: {}", e.text);
+                exit::CHECK_UNKNOWN
+            } else {
+                eprintln!("rthinctl: {e}");
+                e.code
+            }
         }
     };
     ExitCode::from(u8::try_from(code).unwrap_or(exit::OTHER as u8))
@@ -468,5 +760,42 @@ mod tests {
             let e = p(bad).unwrap_err();
             assert!(e.use_stderr(), "{bad:?}");
         }
+    }
+
+    /// Documentation/rthinctl.md names every command and every option of
+    /// the CLI definition (the man pages are generated from it).
+    #[test]
+    fn documentation_covers_the_cli() {
+        let doc = include_str!("../../../Documentation/rthinctl.md");
+        fn walk(c: &clap::Command, path: &str, doc: &str, missing: &mut Vec<String>) {
+            for a in c.get_arguments() {
+                if a.is_hide_set() {
+                    continue;
+                }
+                if let Some(l) = a.get_long() {
+                    if l != "help" && l != "version" && !doc.contains(&format!("--{l}")) {
+                        missing.push(format!("{path} --{l}"));
+                    }
+                }
+            }
+            for sub in c.get_subcommands() {
+                if sub.is_hide_set() || sub.get_name() == "help" {
+                    continue;
+                }
+                let p = format!("{path} {}", sub.get_name()).trim().to_string();
+                if !doc.contains(&format!("`{}", sub.get_name()))
+                    && !doc.contains(&format!("{} ", p))
+                {
+                    missing.push(p.clone());
+                }
+                walk(sub, &p, doc, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "", doc, &mut missing);
+        assert!(
+            missing.is_empty(),
+            "not in Documentation/rthinctl.md: {missing:?}"
+        );
     }
 }

@@ -3,46 +3,265 @@
 //! an image file, read through the same core crate the kernel module uses
 //! (`rthin_core::thin_metadata::ThinMetadata` over a read-only block store).
 //!
-//! Never run these on the metadata device of an active pool: the kernel
-//! changes it underneath (the same rule as for thin_check and thin_dump).
+//! A block device is opened exclusively (`O_EXCL`) and with `O_DIRECT`, so
+//! the metadata device of an active pool is refused (the kernel changes it
+//! underneath; the same rule as for thin_check and thin_dump), unless the
+//! reader goes through a held metadata snapshot (`-m`), whose blocks do not
+//! change while it is held. `meta check --live POOL` does that for a
+//! running pool: reserve a snapshot, check it, release it.
 
-use std::fs::File;
-use std::io::{Seek, SeekFrom};
-use std::os::unix::fs::FileExt;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 
 use rthin_core::block_store::BlockStore;
-use rthin_core::checksum::{verify, BlockKind, BLOCK_SIZE};
-use rthin_core::core_error::{CoreError, CoreResult, Corruption};
+use rthin_core::checksum::{seal, verify, BlockKind, BLOCK_SIZE};
+use rthin_core::core_error::{CoreError, CoreResult};
+use rthin_core::superblock::MAGIC;
 use rthin_core::thin_metadata::{DeviceDetails, Mapping, ThinMetadata};
 use serde::Serialize;
 
 use crate::explain::{exit, Error, Result};
 
+/// How the metadata is to be read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenMode {
+    /// Read through the held metadata snapshot (`-m`); the device may be
+    /// held by a running pool.
+    pub snap: bool,
+    /// Open a block device without `O_EXCL` (a running pool holds it).
+    pub shared: bool,
+}
+
 /// A read-only block store over a file or block device; every read is
-/// validated by the core's checksum rules, every write refused.
+/// validated by the core's checksum rules, every write refused. With a
+/// held snapshot chosen, block 0 reads as the snapshot's superblock (with
+/// the live space-map roots, which the snapshot copy leaves empty).
 pub struct FileStore {
     file: File,
     nr_blocks: u64,
+    direct: bool,
+    sb0: Option<Vec<u8>>,
+}
+
+/// Magic numbers of the other persistent-data formats, to name them.
+const CACHE_MAGIC: u64 = 0o6142003;
+const ERA_MAGIC: u64 = 2126579579;
+const CACHE_MAGIC_DEC: u64 = 6142003;
+
+fn open_err(path: &str, e: &std::io::Error) -> Error {
+    let code = match e.kind() {
+        std::io::ErrorKind::NotFound => exit::NOT_FOUND,
+        std::io::ErrorKind::PermissionDenied => exit::PERMISSION,
+        _ => exit::OTHER,
+    };
+    Error::new(code, format!("cannot open metadata {path}: {e}"))
+}
+
+/// The device-mapper devices that hold the block device `path` (from
+/// `/sys/class/block/*/holders`), by name.
+fn holders(file: &File) -> Vec<String> {
+    let Ok(md) = file.metadata() else {
+        return Vec::new();
+    };
+    use std::os::unix::fs::MetadataExt;
+    let rdev = md.rdev();
+    let (maj, min) = (nix::sys::stat::major(rdev), nix::sys::stat::minor(rdev));
+    let dir = format!("/sys/dev/block/{maj}:{min}/holders");
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<String> = rd
+        .flatten()
+        .map(|e| {
+            let k = e.file_name().to_string_lossy().into_owned();
+            std::fs::read_to_string(format!("{dir}/{k}/dm/name"))
+                .map(|n| n.trim().to_string())
+                .unwrap_or(k)
+        })
+        .collect();
+    v.sort();
+    v
 }
 
 impl FileStore {
-    /// Opens `path` read-only.
-    pub fn open(path: &str) -> Result<Self> {
-        let mut file = File::open(path).map_err(|e| {
-            let code = match e.kind() {
-                std::io::ErrorKind::NotFound => exit::NOT_FOUND,
-                std::io::ErrorKind::PermissionDenied => exit::PERMISSION,
-                _ => exit::OTHER,
-            };
-            Error::new(code, format!("cannot open metadata {path}: {e}"))
-        })?;
+    /// Opens `path` read-only: a block device exclusively and with
+    /// `O_DIRECT` (shared, when `mode.snap`), a regular file as it is.
+    /// Anything that is not thin metadata is named for what it is.
+    pub fn open(path: &str, mode: OpenMode) -> Result<Self> {
+        let md = std::fs::metadata(path).map_err(|e| open_err(path, &e))?;
+        let ft = md.file_type();
+        if ft.is_dir() {
+            return Err(Error::new(
+                exit::USAGE,
+                format!("{path} is a directory, not a metadata device or image"),
+            ));
+        }
+        let block = ft.is_block_device();
+        if !block && !ft.is_file() {
+            return Err(Error::new(
+                exit::USAGE,
+                format!(
+                    "not thin-pool metadata: {path} is a {}, not a block device or image file",
+                    if ft.is_char_device() {
+                        "character device"
+                    } else if ft.is_fifo() {
+                        "pipe"
+                    } else {
+                        "socket"
+                    }
+                ),
+            ));
+        }
+        let mut o = OpenOptions::new();
+        o.read(true);
+        if block {
+            let mut flags = nix::libc::O_DIRECT;
+            if !mode.snap && !mode.shared {
+                flags |= nix::libc::O_EXCL;
+            }
+            o.custom_flags(flags);
+        }
+        let mut file = match o.open(path) {
+            Ok(f) => f,
+            Err(e) if block && e.raw_os_error() == Some(nix::libc::EBUSY) => {
+                let held_by = File::open(path).map(|f| holders(&f)).unwrap_or_default();
+                let who = if held_by.is_empty() {
+                    "in use (mounted, or held by a device-mapper table)".to_string()
+                } else {
+                    format!("held by {}", held_by.join(", "))
+                };
+                return Err(Error::new(
+                    exit::REFUSED,
+                    format!("{path} is {who}: the metadata of an active pool changes under a reader"),
+                )
+                .note("check a running pool with: rthinctl meta check --live POOL")
+                .note("or read a held metadata snapshot: rthinctl metadata-snap reserve POOL, then rthinctl meta ls|dump -m PATH"));
+            }
+            Err(e) => return Err(open_err(path, &e)),
+        };
         let len = file
             .seek(SeekFrom::End(0))
             .map_err(|e| Error::new(exit::OTHER, format!("cannot size {path}: {e}")))?;
-        Ok(Self {
+        let mut st = Self {
             file,
             nr_blocks: len / BLOCK_SIZE as u64,
-        })
+            direct: block,
+            sb0: None,
+        };
+        st.sniff(path, len)?;
+        if mode.snap {
+            st.sb0 = Some(st.snapshot_superblock(path)?);
+        }
+        Ok(st)
+    }
+
+    /// Refuses input that is not thin metadata, saying what it is.
+    fn sniff(&mut self, path: &str, len: u64) -> Result<()> {
+        let not = |what: String| {
+            Error::new(
+                exit::REFUSED,
+                format!("not thin-pool metadata: {path} {what}"),
+            )
+        };
+        if len == 0 {
+            return Err(not("is empty".into()));
+        }
+        let mut head = vec![0u8; BLOCK_SIZE];
+        let n = if self.nr_blocks == 0 {
+            let _ = self.file.seek(SeekFrom::Start(0));
+            self.file.read(&mut head).unwrap_or(0)
+        } else {
+            self.read_raw(0, &mut head)
+                .map_err(|e| Error::new(exit::OTHER, format!("{path}: read error: {e}")))?;
+            BLOCK_SIZE
+        };
+        let head = &head[..n];
+        let text = String::from_utf8_lossy(&head[..n.min(512)]);
+        let t = text.trim_start();
+        if t.starts_with("<superblock") || t.starts_with("<?xml") && t.contains("<superblock") {
+            return Err(Error::new(
+                exit::REFUSED,
+                format!("{path} looks like an XML dump (thin_dump's format), not metadata: use thin_restore -i {path} -o DEV to write it to a metadata device"),
+            ));
+        }
+        if t.starts_with('<') || t.starts_with('{') || t.starts_with('#') {
+            return Err(not("is a text file".into()));
+        }
+        if self.nr_blocks == 0 {
+            return Err(not(format!(
+                "is {len} bytes, less than one 4096-byte metadata block"
+            )));
+        }
+        if head.iter().all(|&b| b == 0) {
+            return Err(Error::new(
+                exit::REFUSED,
+                format!(
+                    "{path} holds no thin metadata (block 0 is all zero): a new pool formats it"
+                ),
+            ));
+        }
+        let magic = u64::from_le_bytes(head[32..40].try_into().unwrap_or([0; 8]));
+        if magic != MAGIC {
+            let other = match magic {
+                CACHE_MAGIC | CACHE_MAGIC_DEC => " (it is dm-cache metadata: use cache_check)",
+                ERA_MAGIC => " (it is dm-era metadata: use era_check)",
+                _ => "",
+            };
+            let printable = head[..64]
+                .iter()
+                .all(|&b| b == b'\n' || b == b'\t' || (32..127).contains(&b));
+            return Err(not(format!(
+                "has no superblock magic{other}{}",
+                if printable && other.is_empty() {
+                    " (it is text)"
+                } else {
+                    ""
+                }
+            )));
+        }
+        Ok(())
+    }
+
+    /// The held snapshot's superblock as block 0: its trees, the live
+    /// space-map roots, sealed for block 0.
+    fn snapshot_superblock(&self, path: &str) -> Result<Vec<u8>> {
+        let bad = |t: String| Error::new(exit::REFUSED, format!("{path}: {t}"));
+        let live = self
+            .read(0, BlockKind::Superblock)
+            .map_err(|e| bad(format!("superblock: {e:?}")))?;
+        let held = rthin_core::superblock::Superblock::decode(&live)
+            .map_err(|e| bad(format!("superblock: {e:?}")))?
+            .held_root;
+        if held == 0 {
+            return Err(Error::new(
+                exit::REFUSED,
+                format!("{path}: the pool holds no metadata snapshot (reserve one: rthinctl metadata-snap reserve POOL)"),
+            ));
+        }
+        let mut h = self
+            .read(held, BlockKind::Superblock)
+            .map_err(|e| bad(format!("metadata snapshot at block {held}: {e:?}")))?;
+        // Space-map roots (offsets 64 and 192, 128 bytes each) from the
+        // live superblock; no held root of its own.
+        h[64..320].copy_from_slice(&live[64..320]);
+        h[56..64].copy_from_slice(&0u64.to_le_bytes());
+        seal(BlockKind::Superblock, 0, &mut h).map_err(|e| bad(format!("{e:?}")))?;
+        Ok(h)
+    }
+
+    fn read_raw(&self, b: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let off = b * BLOCK_SIZE as u64;
+        if !self.direct {
+            return self.file.read_exact_at(buf, off);
+        }
+        // O_DIRECT wants an aligned buffer.
+        let mut raw = vec![0u8; 2 * BLOCK_SIZE];
+        let a = raw.as_ptr().align_offset(BLOCK_SIZE);
+        let slice = &mut raw[a..a + BLOCK_SIZE];
+        self.file.read_exact_at(slice, off)?;
+        buf.copy_from_slice(slice);
+        Ok(())
     }
 }
 
@@ -56,14 +275,18 @@ impl BlockStore for FileStore {
 
     fn read(&self, b: u64, kind: BlockKind) -> CoreResult<Vec<u8>> {
         if b >= self.nr_blocks {
-            return Err(CoreError::Corrupt(Corruption::BlockOutOfRange));
+            return Err(CoreError::Corrupt(
+                rthin_core::core_error::Corruption::BlockOutOfRange,
+            ));
+        }
+        if b == 0 {
+            if let Some(s) = &self.sb0 {
+                verify(kind, b, s)?;
+                return Ok(s.clone());
+            }
         }
         let mut buf = vec![0u8; BLOCK_SIZE];
-        let off = b
-            .checked_mul(BLOCK_SIZE as u64)
-            .ok_or(CoreError::Corrupt(Corruption::BlockOutOfRange))?;
-        self.file
-            .read_exact_at(&mut buf, off)
+        self.read_raw(b, &mut buf)
             .map_err(|e| CoreError::Io(-e.raw_os_error().unwrap_or(5)))?;
         verify(kind, b, &buf)?;
         Ok(buf)
@@ -101,14 +324,24 @@ pub fn core_sentence(path: &str, e: CoreError) -> Error {
 }
 
 /// Opens metadata read-only.
+#[cfg(test)]
 pub fn open_md(path: &str) -> Result<ThinMetadata<FileStore>> {
-    ThinMetadata::open(FileStore::open(path)?, None).map_err(|e| core_sentence(path, e))
+    open_md_with(path, OpenMode::default())
+}
+
+/// Opens metadata read-only, through the held snapshot if asked.
+pub fn open_md_with(path: &str, mode: OpenMode) -> Result<ThinMetadata<FileStore>> {
+    ThinMetadata::open_read_only(FileStore::open(path, mode)?, None)
+        .map_err(|e| core_sentence(path, e))
 }
 
 #[derive(Serialize)]
 struct JDev {
     dev_id: u64,
     mapped_blocks: u64,
+    exclusive_blocks: u64,
+    shared_blocks: u64,
+    highest_mapped_block: Option<u64>,
     transaction_id: u64,
     creation_time: u32,
     snapshotted_time: u32,
@@ -123,15 +356,59 @@ fn devices(md: &ThinMetadata<FileStore>) -> CoreResult<Vec<(u64, DeviceDetails)>
     Ok(v)
 }
 
-/// `meta ls`: the devices in the metadata.
-pub fn ls(path: &str, json: bool, style: &crate::report::Style) -> Result<i32> {
-    let md = open_md(path)?;
+/// thin_ls's figures of one device: mapped blocks, those mapped by no
+/// other device (exclusive), the rest (shared), the highest mapped block.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub mapped: u64,
+    pub exclusive: u64,
+    pub shared: u64,
+    pub highest: Option<u64>,
+}
+
+/// Counts, over every device, how many mappings name each data block, then
+/// each device's exclusive and shared blocks (as thin_ls does).
+pub fn usage(
+    md: &ThinMetadata<FileStore>,
+    devs: &[(u64, DeviceDetails)],
+) -> CoreResult<Vec<Usage>> {
+    use std::collections::HashMap;
+    let mut refs: HashMap<u64, u32> = HashMap::new();
+    for (d, _) in devs {
+        md.for_each_mapping(*d, &mut |_, m: Mapping| {
+            *refs.entry(m.data_block).or_default() += 1;
+            Ok(())
+        })?;
+    }
+    let mut out = Vec::new();
+    for (d, _) in devs {
+        let mut u = Usage::default();
+        md.for_each_mapping(*d, &mut |v, m: Mapping| {
+            u.mapped += 1;
+            if refs.get(&m.data_block).copied().unwrap_or(0) > 1 {
+                u.shared += 1;
+            } else {
+                u.exclusive += 1;
+            }
+            u.highest = Some(v);
+            Ok(())
+        })?;
+        out.push(u);
+    }
+    Ok(out)
+}
+
+/// `meta ls`: the devices in the metadata, with thin_ls's columns.
+pub fn ls(path: &str, mode: OpenMode, json: bool, style: &crate::report::Style) -> Result<i32> {
+    let md = open_md_with(path, mode)?;
     let devs = devices(&md).map_err(|e| core_sentence(path, e))?;
+    let us = usage(&md, &devs).map_err(|e| core_sentence(path, e))?;
     let bs = u64::from(md.data_block_size()) * 512;
     if json {
         #[derive(Serialize)]
         struct J {
             schema: &'static str,
+            metadata_snapshot: bool,
             transaction_id: u64,
             time: u32,
             data_block_size_bytes: u64,
@@ -141,6 +418,7 @@ pub fn ls(path: &str, json: bool, style: &crate::report::Style) -> Result<i32> {
         }
         let j = J {
             schema: "rthinctl.meta-ls/1",
+            metadata_snapshot: mode.snap,
             transaction_id: md.transaction_id(),
             time: md.time(),
             data_block_size_bytes: bs,
@@ -148,9 +426,13 @@ pub fn ls(path: &str, json: bool, style: &crate::report::Style) -> Result<i32> {
             held_metadata_root: Some(md.held_root()).filter(|&h| h != 0),
             devices: devs
                 .iter()
-                .map(|(d, x)| JDev {
+                .zip(&us)
+                .map(|((d, x), u)| JDev {
                     dev_id: *d,
                     mapped_blocks: x.mapped_blocks,
+                    exclusive_blocks: u.exclusive,
+                    shared_blocks: u.shared,
+                    highest_mapped_block: u.highest,
                     transaction_id: x.transaction_id,
                     creation_time: x.creation_time,
                     snapshotted_time: x.snapshotted_time,
@@ -165,18 +447,23 @@ pub fn ls(path: &str, json: bool, style: &crate::report::Style) -> Result<i32> {
     let mut t = crate::report::Table::new(&[
         ("DEV", true),
         ("MAPPED", true),
+        ("EXCLUSIVE", true),
+        ("SHARED", true),
         ("MAPPED_BLOCKS", true),
+        ("HIGHEST", true),
         ("TXN", true),
         ("CTIME", true),
         ("STIME", true),
     ]);
-    for (d, x) in &devs {
+    let sz = |b: u64| style.units.format(b.saturating_mul(bs), style.suffix);
+    for ((d, x), u) in devs.iter().zip(&us) {
         t.push(vec![
             d.to_string(),
-            style
-                .units
-                .format(x.mapped_blocks.saturating_mul(bs), style.suffix),
+            sz(x.mapped_blocks),
+            sz(u.exclusive),
+            sz(u.shared),
             x.mapped_blocks.to_string(),
+            u.highest.map_or("-".into(), |h| h.to_string()),
             x.transaction_id.to_string(),
             x.creation_time.to_string(),
             x.snapshotted_time.to_string(),
@@ -194,50 +481,65 @@ fn uuid_text(u: &[u8; 16]) -> String {
     }
 }
 
-/// Writes thin_dump's XML for the metadata. Runs of consecutive virtual and
-/// data blocks with the same time become one `range_mapping`.
-pub fn dump_xml(md: &ThinMetadata<FileStore>, out: &mut String) -> CoreResult<()> {
-    use std::fmt::Write;
+/// A failure of the XML writer: the output (a closed pipe is reported by
+/// the caller) or the metadata.
+pub enum DumpError {
+    Io(std::io::Error),
+    Core(CoreError),
+}
+
+/// Writes thin_dump's XML for the metadata, a device at a time, to `out`
+/// (nothing is built in memory). Runs of consecutive virtual and data
+/// blocks with the same time become one `range_mapping`.
+pub fn dump_xml(
+    md: &ThinMetadata<FileStore>,
+    out: &mut dyn Write,
+) -> std::result::Result<(), DumpError> {
     let sb = md.committed_superblock();
-    let _ = write!(
+    let io = DumpError::Io;
+    write!(
         out,
         "<superblock uuid=\"{}\" time=\"{}\" transaction=\"{}\"",
         uuid_text(&sb.uuid),
         sb.time,
         sb.trans_id
-    );
+    )
+    .map_err(io)?;
     if sb.flags != 0 {
-        let _ = write!(out, " flags=\"{}\"", sb.flags);
+        write!(out, " flags=\"{}\"", sb.flags).map_err(io)?;
     }
-    let _ = writeln!(
+    writeln!(
         out,
         " version=\"{}\" data_block_size=\"{}\" nr_data_blocks=\"{}\">",
         sb.version, sb.data_block_size, sb.data_sm.nr_blocks
-    );
-    for (d, x) in devices(md)? {
-        let _ = writeln!(
+    )
+    .map_err(io)?;
+    for (d, x) in devices(md).map_err(DumpError::Core)? {
+        writeln!(
             out,
             "  <device dev_id=\"{d}\" mapped_blocks=\"{}\" transaction=\"{}\" creation_time=\"{}\" snap_time=\"{}\">",
             x.mapped_blocks, x.transaction_id, x.creation_time, x.snapshotted_time
-        );
+        )
+        .map_err(io)?;
         // (origin_begin, data_begin, length, time)
         let mut run: Option<(u64, u64, u64, u32)> = None;
-        let flush = |out: &mut String, r: (u64, u64, u64, u32)| {
+        let mut werr: Option<std::io::Error> = None;
+        let flush = |out: &mut dyn Write, r: (u64, u64, u64, u32)| {
             if r.2 == 1 {
-                let _ = writeln!(
+                writeln!(
                     out,
                     "    <single_mapping origin_block=\"{}\" data_block=\"{}\" time=\"{}\"/>",
                     r.0, r.1, r.3
-                );
+                )
             } else {
-                let _ = writeln!(
+                writeln!(
                     out,
                     "    <range_mapping origin_begin=\"{}\" data_begin=\"{}\" length=\"{}\" time=\"{}\"/>",
                     r.0, r.1, r.2, r.3
-                );
+                )
             }
         };
-        md.for_each_mapping(d, &mut |v, m: Mapping| {
+        let walked = md.for_each_mapping(d, &mut |v, m: Mapping| {
             match run {
                 Some((o, db, len, t))
                     if t == m.time
@@ -247,69 +549,163 @@ pub fn dump_xml(md: &ThinMetadata<FileStore>, out: &mut String) -> CoreResult<()
                     run = Some((o, db, len + 1, t));
                 }
                 Some(r) => {
-                    flush(out, r);
+                    if let Err(e) = flush(out, r) {
+                        werr = Some(e);
+                        // Stop the walk: the reader is gone.
+                        return Err(CoreError::Io(-32));
+                    }
                     run = Some((v, m.data_block, 1, m.time));
                 }
                 None => run = Some((v, m.data_block, 1, m.time)),
             }
             Ok(())
-        })?;
-        if let Some(r) = run {
-            flush(out, r);
+        });
+        if let Some(e) = werr {
+            return Err(DumpError::Io(e));
         }
-        let _ = writeln!(out, "  </device>");
+        walked.map_err(DumpError::Core)?;
+        if let Some(r) = run {
+            flush(out, r).map_err(io)?;
+        }
+        writeln!(out, "  </device>").map_err(io)?;
     }
-    let _ = writeln!(out, "</superblock>");
+    writeln!(out, "</superblock>").map_err(io)?;
     Ok(())
 }
 
-/// `meta dump`.
-pub fn dump(path: &str) -> Result<i32> {
-    let md = open_md(path)?;
-    let mut s = String::new();
-    dump_xml(&md, &mut s).map_err(|e| core_sentence(path, e))?;
-    print!("{s}");
-    Ok(exit::OK)
+/// `meta dump`: streamed to stdout.
+pub fn dump(path: &str, mode: OpenMode) -> Result<i32> {
+    let md = open_md_with(path, mode)?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let r = dump_xml(&md, &mut out).and_then(|_| out.flush().map_err(DumpError::Io));
+    match r {
+        Ok(()) => Ok(exit::OK),
+        Err(DumpError::Io(e)) => Err(crate::io_error(e)),
+        Err(DumpError::Core(e)) => Err(core_sentence(path, e)),
+    }
 }
 
-/// `meta check`: the core's checker (`rthin_core::checker`, the one the
-/// core's property and crash tests use) walks the superblock, the details
-/// tree, every mapping tree, the held snapshot's trees and both space maps
-/// (every node read through the core's validators), recounts the references
-/// to every data and metadata block and compares them with the space maps.
-/// As in thin_check: a leak (a block the space map counts once that nothing
-/// references) fails the check unless `ignore_leaks` (thin_check's
-/// --ignore-non-fatal-errors); every other finding is damage and always
-/// fails it.
-pub fn check(path: &str, quiet: bool, ignore_leaks: bool) -> Result<i32> {
-    let md = open_md(path)?;
-    let sb = *md.committed_superblock();
-    let rep = rthin_core::checker::examine(md.store());
-    let mut leaks = Vec::new();
-    for (what, blocks) in [("data", &rep.data_leaks), ("metadata", &rep.meta_leaks)] {
+/// Problems listed in full; past this they are counted.
+const MAX_SHOWN: usize = 100;
+
+/// What `meta check` found, as printed and as JSON.
+#[derive(Serialize, Debug)]
+pub struct CheckReport {
+    pub schema: &'static str,
+    pub path: String,
+    /// ok | leaked | damaged
+    pub verdict: &'static str,
+    pub exit: i32,
+    pub live: bool,
+    pub transaction_id: Option<u64>,
+    pub devices: usize,
+    pub mappings: u64,
+    pub data_blocks_in_use: u64,
+    pub metadata_blocks_in_use: u64,
+    pub needs_check: bool,
+    pub damage: Vec<String>,
+    pub leaked_data_blocks: Vec<u64>,
+    pub leaked_metadata_blocks: Vec<u64>,
+    pub warnings: Vec<String>,
+}
+
+fn leak_lines(r: &CheckReport) -> Vec<String> {
+    let mut v = Vec::new();
+    for (what, blocks) in [
+        ("data", &r.leaked_data_blocks),
+        ("metadata", &r.leaked_metadata_blocks),
+    ] {
         if blocks.is_empty() {
             continue;
         }
         let shown: Vec<String> = blocks.iter().take(10).map(u64::to_string).collect();
-        leaks.push(format!(
+        v.push(format!(
             "{} {what} blocks have leaked (counted in use, referenced by nothing): {}{}",
             blocks.len(),
             shown.join(" "),
             if blocks.len() > 10 { " ..." } else { "" }
         ));
     }
-    if !rep.errors.is_empty() {
-        let mut notes = rep.errors;
+    v
+}
+
+/// Runs the core's checker over `store` and judges as thin_check does.
+pub fn judge(path: &str, store: &FileStore, live: bool, ignore_leaks: bool) -> CheckReport {
+    let rep = if live {
+        rthin_core::checker::examine_held(store)
+    } else {
+        rthin_core::checker::examine(store)
+    };
+    let sb = store
+        .read(0, BlockKind::Superblock)
+        .ok()
+        .and_then(|g| rthin_core::superblock::Superblock::decode(&g).ok());
+    let leaked = !rep.data_leaks.is_empty() || !rep.meta_leaks.is_empty();
+    let (verdict, code) = if !rep.errors.is_empty() {
+        ("damaged", exit::REFUSED)
+    } else if leaked && !ignore_leaks {
+        ("leaked", exit::REFUSED)
+    } else {
+        ("ok", exit::OK)
+    };
+    CheckReport {
+        schema: "rthinctl.meta-check/1",
+        path: path.to_string(),
+        verdict,
+        exit: code,
+        live,
+        transaction_id: sb.map(|s| s.trans_id),
+        devices: rep.devices,
+        mappings: rep.mappings,
+        data_blocks_in_use: rep.data_allocated,
+        metadata_blocks_in_use: rep.meta_allocated,
+        needs_check: sb.is_some_and(|s| s.flags & 1 != 0),
+        damage: rep.errors,
+        leaked_data_blocks: rep.data_leaks,
+        leaked_metadata_blocks: rep.meta_leaks,
+        warnings: rep.warnings,
+    }
+}
+
+/// Prints a check report (text or JSON) and gives the exit status.
+pub fn report_check(r: &CheckReport, quiet: bool, json: bool) -> Result<i32> {
+    if json {
+        let s = serde_json::to_string_pretty(r)
+            .map_err(|e| Error::new(exit::OTHER, format!("JSON encoding failed: {e}")))?;
+        println!("{s}");
+        return Ok(r.exit);
+    }
+    let path = &r.path;
+    for w in &r.warnings {
+        eprintln!("rthinctl: warning: {path}: {w}");
+    }
+    let leaks = leak_lines(r);
+    let cut = |v: &[String]| -> Vec<String> {
+        let mut o: Vec<String> = v.iter().take(MAX_SHOWN).cloned().collect();
+        if v.len() > MAX_SHOWN {
+            o.push(format!("... and {} more problems", v.len() - MAX_SHOWN));
+        }
+        o
+    };
+    if r.verdict == "damaged" {
+        let mut notes = cut(&r.damage);
         notes.extend(leaks);
         return Err(Error {
             text: format!(
-                "{path}: metadata is damaged; run thin_check, then thin_repair to a new device"
+                "{path}: metadata is damaged ({} problems); {}",
+                r.damage.len(),
+                if r.live {
+                    "take the pool down, run thin_check on its metadata, then thin_repair to a new device"
+                } else {
+                    "run thin_repair to a new device (thin_check confirms)"
+                }
             ),
             code: exit::REFUSED,
             notes,
         });
     }
-    if !leaks.is_empty() && !ignore_leaks {
+    if r.verdict == "leaked" {
         return Err(Error {
             text: format!(
                 "{path}: space is leaked, no data is at risk; thin_check --auto-repair (or thin_repair) reclaims it, --ignore-non-fatal-errors accepts it"
@@ -322,27 +718,56 @@ pub fn check(path: &str, quiet: bool, ignore_leaks: bool) -> Result<i32> {
         eprintln!("rthinctl: warning: {path}: {l}");
     }
     if !quiet {
-        println!(
-            "{path}: metadata ok: {} devices, transaction {}, time {}; {} mappings, {} data and {} metadata blocks in use, reference counts agree{}{}",
-            rep.devices,
-            sb.trans_id,
-            sb.time,
-            rep.mappings,
-            rep.data_allocated,
-            rep.meta_allocated,
-            if leaks.is_empty() {
-                ""
-            } else {
-                " apart from the leaks"
-            },
-            if md.needs_check() {
-                " (needs_check is set: clear it with thin_check --clear-needs-check-flag)"
-            } else {
-                ""
-            }
-        );
+        if r.live {
+            println!(
+                "{path}: metadata snapshot ok: {} devices, transaction {}; {} mappings, every mapped block counted in use by the data space map",
+                r.devices,
+                r.transaction_id.unwrap_or(0),
+                r.mappings
+            );
+        } else {
+            println!(
+                "{path}: metadata ok: {} devices, transaction {}; {} mappings, {} data and {} metadata blocks in use, reference counts agree{}{}",
+                r.devices,
+                r.transaction_id.unwrap_or(0),
+                r.mappings,
+                r.data_blocks_in_use,
+                r.metadata_blocks_in_use,
+                if leaks.is_empty() {
+                    ""
+                } else {
+                    " apart from the leaks"
+                },
+                if r.needs_check {
+                    " (needs_check is set: clear it with thin_check --clear-needs-check-flag)"
+                } else {
+                    ""
+                }
+            );
+        }
     }
     Ok(exit::OK)
+}
+
+/// `meta check`: the core's checker (`rthin_core::checker`, the one the
+/// core's property and crash tests use) walks the superblock, the details
+/// tree, every mapping tree, the held snapshot's trees and both space maps
+/// (every node read through the core's validators), recounts the references
+/// to every data and metadata block and compares them with the space maps.
+/// As in thin_check: a leak (a block the space map counts once that nothing
+/// references) fails the check unless `ignore_leaks` (thin_check's
+/// --ignore-non-fatal-errors); every other finding is damage and always
+/// fails it. Search hints that disagree are warnings.
+#[cfg(test)]
+pub fn check(path: &str, quiet: bool, ignore_leaks: bool) -> Result<i32> {
+    check_with(path, quiet, ignore_leaks, false)
+}
+
+/// [`check`], with JSON output if asked.
+pub fn check_with(path: &str, quiet: bool, ignore_leaks: bool, json: bool) -> Result<i32> {
+    let store = FileStore::open(path, OpenMode::default())?;
+    let r = judge(path, &store, false, ignore_leaks);
+    report_check(&r, quiet, json)
 }
 
 #[cfg(test)]
@@ -463,8 +888,11 @@ mod tests {
     fn dump_matches_what_was_written() {
         let (_tmp, path) = image();
         let md = open_md(&path).unwrap();
-        let mut x = String::new();
-        dump_xml(&md, &mut x).unwrap();
+        let mut x = Vec::new();
+        if dump_xml(&md, &mut x).is_err() {
+            panic!("dump failed");
+        }
+        let x = String::from_utf8(x).unwrap();
         let want = "<superblock uuid=\"\" time=\"1\" transaction=\"7\" version=\"2\" data_block_size=\"128\" nr_data_blocks=\"1000\">
   <device dev_id=\"1\" mapped_blocks=\"6\" transaction=\"7\" creation_time=\"0\" snap_time=\"1\">
     <range_mapping origin_begin=\"0\" data_begin=\"0\" length=\"5\" time=\"0\"/>
@@ -532,7 +960,10 @@ mod tests {
             let e = check(&path, true, ignore).unwrap_err();
             assert_eq!(e.code, exit::REFUSED);
             assert!(e.text.contains("damaged"), "{}", e.text);
-            assert_eq!(e.notes, ["data block 5: space map says 3, references 2"]);
+            assert_eq!(
+                e.notes,
+                ["data block 5 (thin device 1, block 9): space map says 3, references 2"]
+            );
         }
 
         // A mapping whose block the space map calls free.
@@ -540,7 +971,163 @@ mod tests {
         let e = check(&path, true, true).unwrap_err();
         assert_eq!(
             e.notes,
-            ["data block 6: free in space map but referenced 1 times"]
+            ["data block 6 (thin device 2, block 0): free in space map but referenced 1 times"]
         );
+    }
+
+    /// Rewrites the image at `path`: `f` gets each block that reads as a
+    /// B-tree node and may change it; changed blocks are resealed.
+    fn patch_nodes(path: &str, mut f: impl FnMut(&mut [u8]) -> bool, reseal: bool) {
+        let mut bytes = std::fs::read(path).unwrap();
+        for (b, blk) in bytes.chunks_mut(BLOCK_SIZE).enumerate() {
+            if verify(BlockKind::Node, b as u64, blk).is_ok() && f(blk) && reseal {
+                seal(BlockKind::Node, b as u64, blk).unwrap();
+            }
+        }
+        std::fs::write(path, &bytes).unwrap();
+    }
+
+    #[test]
+    fn search_hints_are_warnings() {
+        // thin_restore 0.9.0 counts nr_free over the valid entries of the
+        // last bitmap only (1000 blocks, 7 in use: 993, not 16313), and
+        // can leave none_free_before past a free entry: both are hints.
+        let (_t, path) = image();
+        let mut n = 0;
+        patch_nodes(
+            &path,
+            |blk| {
+                let h = rthin_core::btree::node::check(blk, 16).ok();
+                let Some(h) = h.filter(|h| h.leaf && h.value_size == 16) else {
+                    return false;
+                };
+                let v = h.val_off(0);
+                // The live leaf (older copies of it are left in the image).
+                if u32::from_le_bytes(blk[v + 8..v + 12].try_into().unwrap()) != 16313 {
+                    return false;
+                }
+                blk[v + 8..v + 12].copy_from_slice(&993u32.to_le_bytes());
+                blk[v + 12..v + 16].copy_from_slice(&9u32.to_le_bytes());
+                n += 1;
+                true
+            },
+            true,
+        );
+        assert_eq!(n, 1, "one data index leaf");
+        let store = FileStore::open(&path, OpenMode::default()).unwrap();
+        let r = judge(&path, &store, false, false);
+        assert_eq!(r.verdict, "ok", "{r:?}");
+        assert_eq!(r.warnings.len(), 1, "{r:?}");
+        assert!(
+            r.warnings[0].contains("entry 7 is free, below none_free_before 9"),
+            "{r:?}"
+        );
+        assert_eq!(check(&path, true, false), Ok(exit::OK));
+        // Neither convention: still only a warning.
+        patch_nodes(
+            &path,
+            |blk| {
+                let Some(h) = rthin_core::btree::node::check(blk, 16)
+                    .ok()
+                    .filter(|h| h.leaf && h.value_size == 16)
+                else {
+                    return false;
+                };
+                let v = h.val_off(0);
+                blk[v + 8..v + 12].copy_from_slice(&5u32.to_le_bytes());
+                true
+            },
+            true,
+        );
+        let r = judge(
+            &path,
+            &FileStore::open(&path, OpenMode::default()).unwrap(),
+            false,
+            false,
+        );
+        assert_eq!(r.verdict, "ok", "{r:?}");
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.contains("index says 5 free, the bitmap has 993")),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn every_damaged_tree_is_named() {
+        // Break the mapping leaves of both devices (each maps block 9):
+        // both are reported, by device, and the walk goes on.
+        let (_t, path) = image();
+        let mut n = 0;
+        patch_nodes(
+            &path,
+            |blk| {
+                let Some(h) = rthin_core::btree::node::check(blk, 8)
+                    .ok()
+                    .filter(|h| h.leaf)
+                else {
+                    return false;
+                };
+                let has9 =
+                    (0..h.nr_entries).any(|i| rthin_core::btree::node::key(blk, &h, i) == Ok(9));
+                if has9 {
+                    blk[200] ^= 0xff;
+                    n += 1;
+                }
+                has9
+            },
+            false,
+        );
+        assert_eq!(n, 2);
+        let e = check(&path, true, true).unwrap_err();
+        assert!(e.text.contains("damaged (3 problems)"), "{e}");
+        assert!(
+            e.notes[0].starts_with("thin device 1, blocks all: node "),
+            "{:?}",
+            e.notes
+        );
+        assert!(
+            e.notes[1].starts_with("thin device 2, blocks all: node "),
+            "{:?}",
+            e.notes
+        );
+        assert!(e.notes[2].contains("not compared"), "{:?}", e.notes);
+    }
+
+    #[test]
+    fn what_is_not_metadata_is_named() {
+        let dir = std::env::temp_dir();
+        let d = dir.to_string_lossy().into_owned();
+        let t = |p: &str| FileStore::open(p, OpenMode::default()).err().unwrap();
+        assert!(t(&d).text.contains("is a directory"), "{}", t(&d));
+        assert!(
+            t("/dev/null").text.contains("character device"),
+            "{}",
+            t("/dev/null")
+        );
+        let xml =
+            tempfile_path::TempPath::new(b"<superblock uuid=\"\" time=\"0\">\n</superblock>\n");
+        let e = t(&xml.0);
+        assert!(
+            e.text.contains("XML dump") && e.text.contains("thin_restore"),
+            "{e}"
+        );
+        let mut txt = b"hello, this is a text file\n".repeat(400);
+        txt.truncate(8192);
+        let txt = tempfile_path::TempPath::new(&txt);
+        let e = t(&txt.0);
+        assert!(
+            e.text.contains("not thin-pool metadata") && e.text.contains("no superblock magic"),
+            "{e}"
+        );
+        let empty = tempfile_path::TempPath::new(b"");
+        assert!(t(&empty.0).text.contains("is empty"));
+        for e in [t(&d), t("/dev/null"), t(&xml.0), t(&txt.0)] {
+            assert!(
+                !e.text.contains("damaged") && !e.text.contains("thin_repair"),
+                "{e}"
+            );
+        }
     }
 }

@@ -19,6 +19,61 @@ pub struct Ctx {
     pub verbose: bool,
     /// Table style.
     pub style: Style,
+    /// `--force`: change a pool that LVM or Stratis owns.
+    pub force: bool,
+}
+
+/// Refuses to change a pool that LVM or Stratis owns (dm UUID `LVM-...`,
+/// `stratis-...`) unless `--force`: the owner keeps its own record of the
+/// pool's devices and transaction id, which a message behind its back
+/// breaks. Says which tool owns it and what to run instead.
+fn owner_guard(ctx: &Ctx, tg: &Target, msg: &Msg) -> Result<()> {
+    use crate::dm::{lvm_split, Owner};
+    let (tool, instead) = match tg.pool.info.owner {
+        Owner::None => return Ok(()),
+        Owner::Lvm => {
+            let (vg, lv) = match lvm_split(&tg.name) {
+                Some((vg, lv, _)) => (vg, lv),
+                None => ("VG".to_string(), "POOL".to_string()),
+            };
+            let how = match msg {
+                Msg::CreateThin(_) => format!("lvcreate --thin -V SIZE -n NAME {vg}/{lv}"),
+                Msg::CreateSnap(..) => format!("lvcreate -s {vg}/THIN_LV -n NAME"),
+                Msg::Delete(_) => format!("lvremove {vg}/THIN_LV"),
+                Msg::SetTransactionId(..) => {
+                    "nothing: LVM keeps the transaction id in step with its own metadata"
+                        .to_string()
+                }
+                _ => format!("lvs/lvcreate/lvremove on {vg}/{lv}"),
+            };
+            (format!("LVM (LV {vg}/{lv})"), how)
+        }
+        Owner::Stratis => (
+            "Stratis".to_string(),
+            match msg {
+                Msg::CreateThin(_) => "stratis filesystem create POOL NAME".to_string(),
+                Msg::CreateSnap(..) => "stratis filesystem snapshot POOL FS NAME".to_string(),
+                Msg::Delete(_) => "stratis filesystem destroy POOL NAME".to_string(),
+                _ => "the stratis command".to_string(),
+            },
+        ),
+    };
+    if ctx.force {
+        eprintln!(
+            "rthinctl: warning: pool {} belongs to {tool}; changing it anyway (--force)",
+            tg.name
+        );
+        return Ok(());
+    }
+    Err(Error::new(
+        exit::REFUSED,
+        format!(
+            "not sent: pool {} belongs to {tool}, which records the pool's thin devices and transaction id itself; a `{msg}` behind its back makes them disagree",
+            tg.name
+        ),
+    )
+    .note(format!("use instead: {instead}"))
+    .note("--force sends it anyway"))
 }
 
 /// JSON schema of a mutating command's result.
@@ -165,6 +220,33 @@ pub fn ls(ctx: &Ctx, t: &dyn Transport, pool: Option<&str>) -> Result<i32> {
     Ok(exit::OK)
 }
 
+/// Nagios/Icinga performance data: ` | data=82.10%;80;95;0;100
+/// metadata=...` (labels prefixed with the pool's name when there are
+/// several pools).
+fn perfdata(perf: &[(String, Option<f64>, Option<f64>)], th: &Thresholds) -> String {
+    let mut v = Vec::new();
+    for (n, d, m) in perf {
+        let pre = if perf.len() == 1 {
+            String::new()
+        } else {
+            format!("{n}_")
+        };
+        for (what, x, w, c) in [
+            ("data", d, th.data_warn, th.data_crit),
+            ("metadata", m, th.meta_warn, th.meta_crit),
+        ] {
+            if let Some(x) = x {
+                v.push(format!("{pre}{what}={x:.2}%;{w};{c};0;100"));
+            }
+        }
+    }
+    if v.is_empty() {
+        String::new()
+    } else {
+        format!(" | {}", v.join(" "))
+    }
+}
+
 /// `status --check`: never fails; problems reading state are UNKNOWN.
 pub fn status_check(ctx: &Ctx, a: &StatusArgs) -> i32 {
     let th = Thresholds {
@@ -173,10 +255,20 @@ pub fn status_check(ctx: &Ctx, a: &StatusArgs) -> i32 {
         meta_warn: a.meta_warn.unwrap_or(a.warn),
         meta_crit: a.meta_crit.unwrap_or(a.crit),
     };
+    let mut perf: Vec<(String, Option<f64>, Option<f64>)> = Vec::new();
     let result = (|| -> Result<Vec<(Level, String)>> {
         let t = open()?;
         let scan = scan_all(&t)?;
         let (pools, thins) = select(&scan, &a.devs)?;
+        for p in &pools {
+            if let Ok(PoolStatus::Working(u)) = &p.status {
+                perf.push((
+                    p.name.clone(),
+                    crate::units::round_percent(u.data_used, u.data_total),
+                    crate::units::round_percent(u.meta_used, u.meta_total),
+                ));
+            }
+        }
         let mut v = Vec::new();
         if pools.is_empty() && thins.is_empty() {
             v.push((Level::Unknown, "no thin pools are active".to_string()));
@@ -234,7 +326,20 @@ pub fn status_check(ctx: &Ctx, a: &StatusArgs) -> i32 {
             return exit::CHECK_UNKNOWN;
         }
     } else if lines.is_empty() || npools == 0 {
-        println!("OK: all thin pools healthy");
+        let figs: Vec<String> = perf
+            .iter()
+            .map(|(n, d, m)| {
+                let f = |x: &Option<f64>| x.map_or("?".into(), |x| format!("{x:.2}%"));
+                format!("{n} data {} metadata {}", f(d), f(m))
+            })
+            .collect();
+        println!(
+            "OK: {} thin pool{} healthy ({}){}",
+            perf.len(),
+            if perf.len() == 1 { "" } else { "s" },
+            figs.join(", "),
+            perfdata(&perf, &th)
+        );
     } else {
         let mut sorted = lines.clone();
         sorted.sort_by_key(|x| std::cmp::Reverse(x.0));
@@ -248,7 +353,12 @@ pub fn status_check(ctx: &Ctx, a: &StatusArgs) -> i32 {
                 }
             })
             .collect();
-        println!("{}: {}", level.name(), summary.join("; "));
+        println!(
+            "{}: {}{}",
+            level.name(),
+            summary.join("; "),
+            perfdata(&perf, &th)
+        );
     }
     code
 }
@@ -475,6 +585,7 @@ pub fn create_thin(
         IdArg::Num(n) => n,
         IdArg::Auto => 0,
     });
+    owner_guard(ctx, &tg, &probe)?;
     precheck(&tg, &probe, g.expect_txn)?;
     if g.dry_run {
         return Ok(match id {
@@ -542,6 +653,7 @@ pub fn create_snap(
         },
         origin,
     );
+    owner_guard(ctx, &tg, &probe)?;
     precheck(&tg, &probe, g.expect_txn)?;
     let scan = scan_all(t)?;
     let users: Vec<String> = users_of(&scan, tg.pool.info.dev, origin)
@@ -625,6 +737,7 @@ pub fn create_snap(
 pub fn delete(ctx: &Ctx, t: &dyn Transport, pool: &str, id: u32, g: &crate::Guard) -> Result<i32> {
     let tg = find_pool(t, pool)?;
     let msg = Msg::Delete(id);
+    owner_guard(ctx, &tg, &msg)?;
     precheck(&tg, &msg, g.expect_txn)?;
     if g.dry_run {
         return Ok(dry(&tg.name, &msg));
@@ -682,6 +795,7 @@ pub fn set_transaction_id(
         (None, false) => return Err(Error::usage("give OLD and NEW, or --bump")),
     };
     let msg = Msg::SetTransactionId(old, new);
+    owner_guard(ctx, &tg, &msg)?;
     precheck(&tg, &msg, None)?;
     // The guard: refuse before sending when the id is already known to differ.
     if let Some(cur) = current_txn(&tg.pool) {
@@ -792,6 +906,7 @@ pub fn message(ctx: &Ctx, t: &dyn Transport, pool: &str, words: &[String]) -> Re
         .collect();
     let msg = Msg::from_words(&words)?;
     let tg = find_pool(t, pool)?;
+    owner_guard(ctx, &tg, &msg)?;
     let out = send(ctx, t, &tg, &msg)?;
     if ctx.json {
         let mut j = JResult::new(&tg.name, &msg);
@@ -801,6 +916,88 @@ pub fn message(ctx: &Ctx, t: &dyn Transport, pool: &str, words: &[String]) -> Re
         println!("{o}");
     }
     Ok(exit::OK)
+}
+
+/// The block device node of `dev`, from sysfs (`/sys/dev/block/M:N/uevent`).
+fn dev_node(dev: DevT) -> Option<String> {
+    let u = std::fs::read_to_string(format!("/sys/dev/block/{}:{}/uevent", dev.major, dev.minor))
+        .ok()?;
+    u.lines()
+        .find_map(|l| l.strip_prefix("DEVNAME="))
+        .map(|n| format!("/dev/{n}"))
+}
+
+/// `meta check --live POOL`: reserve a metadata snapshot (or use the one
+/// the pool holds), check it through the running pool's metadata device
+/// and release it again (also on failure), as `examine_held` describes.
+pub fn check_live(
+    ctx: &Ctx,
+    t: &dyn Transport,
+    pool: &str,
+    quiet: bool,
+    ignore_leaks: bool,
+) -> Result<i32> {
+    let tg = find_pool(t, pool)?;
+    let mdev = tg
+        .pool
+        .table
+        .as_ref()
+        .ok()
+        .and_then(|x| x.metadata_dev)
+        .ok_or_else(|| {
+            Error::new(
+                exit::OTHER,
+                format!("pool {}: its table names no metadata device", tg.name),
+            )
+        })?;
+    let path = dev_node(mdev).ok_or_else(|| {
+        Error::new(
+            exit::NOT_FOUND,
+            format!(
+                "pool {}: no device node for its metadata device {}:{}",
+                tg.name, mdev.major, mdev.minor
+            ),
+        )
+    })?;
+    let ours = held_root(&tg.pool).is_none();
+    if ours {
+        send(ctx, t, &tg, &Msg::ReserveMetadataSnap)?;
+    }
+    struct Release<'a> {
+        ctx: &'a Ctx,
+        t: &'a dyn Transport,
+        tg: &'a Target,
+        armed: bool,
+    }
+    impl Drop for Release<'_> {
+        fn drop(&mut self) {
+            if self.armed {
+                if let Err(e) = send(self.ctx, self.t, self.tg, &Msg::ReleaseMetadataSnap) {
+                    eprintln!(
+                        "rthinctl: could not release the metadata snapshot of {}: {e}; run: dmsetup message {} 0 release_metadata_snap",
+                        self.tg.name, self.tg.name
+                    );
+                }
+            }
+        }
+    }
+    let release = Release {
+        ctx,
+        t,
+        tg: &tg,
+        armed: ours,
+    };
+    let store = crate::meta::FileStore::open(
+        &path,
+        crate::meta::OpenMode {
+            snap: false,
+            shared: true,
+        },
+    )?;
+    let r = crate::meta::judge(&tg.name, &store, true, ignore_leaks);
+    drop(store);
+    drop(release);
+    crate::meta::report_check(&r, quiet, ctx.json)
 }
 
 /// `version`.
@@ -922,6 +1119,11 @@ mod tests {
                 event_nr: 0,
                 suspended: x.5,
                 active: true,
+                owner: if x.0.starts_with("vg-") {
+                    crate::dm::Owner::Lvm
+                } else {
+                    crate::dm::Owner::None
+                },
             }
         }
         fn log(&self, s: String) {
@@ -1000,6 +1202,7 @@ mod tests {
             json: false,
             verbose: false,
             style: Style::raw(),
+            force: false,
         }
     }
 
@@ -1007,6 +1210,7 @@ mod tests {
         crate::Guard {
             expect_txn: None,
             dry_run: false,
+            force: false,
         }
     }
 
@@ -1084,6 +1288,7 @@ mod tests {
         let g = crate::Guard {
             expect_txn: Some(4),
             dry_run: false,
+            force: false,
         };
         let e = create_thin(&ctx(), &f, "pool", IdArg::Num(1), &g).unwrap_err();
         assert!(e.text.contains("transaction id is 3, not 4"), "{e}");
@@ -1099,6 +1304,7 @@ mod tests {
         let dry = crate::Guard {
             expect_txn: None,
             dry_run: true,
+            force: false,
         };
         assert_eq!(delete(&ctx(), &f, "pool", 1, &dry), Ok(exit::OK));
         assert_eq!(
