@@ -99,6 +99,10 @@ global { locking_dir="/run/lock/lvm" }'
 	expect_rc 1 "belongs to LVM" rthinctl set-transaction-id vg-pool-tpool --bump
 	expect_rc 1 "belongs to LVM" rthinctl message vg-pool-tpool create_thin 9
 	expect_rc 0 "dmsetup message" rthinctl create-thin vg-pool-tpool 9 --force --dry-run
+	# Listings name the LV next to the dm name.
+	expect_rc 0 "vg/thin1" rthinctl ls
+	echo "$out" | grep -q '^vg-pool-tpool  *vg/pool ' || fail "the pool's LV is not shown: $out"
+	expect_rc 0 '"lv": "vg/thin1"' rthinctl --json ls
 	# Reading is fine: the live check of an LVM pool.
 	expect_rc 0 "metadata snapshot ok" rthinctl meta check --live vg-pool-tpool
 	[ "$(held vg-pool-tpool)" = - ] || fail "--live left a snapshot on the LVM pool"

@@ -112,6 +112,15 @@ pub fn lvm_split(name: &str) -> Option<(String, String, String)> {
     }
 }
 
+/// `VG/LV` of a device LVM owns (a layer such as a pool's `-tpool` belongs
+/// to its LV), from its dm name.
+pub fn lv_name(name: &str, owner: Owner) -> Option<String> {
+    if owner != Owner::Lvm {
+        return None;
+    }
+    lvm_split(name).map(|(vg, lv, _)| format!("{vg}/{lv}"))
+}
+
 /// One target of a table: start, length (sectors), type, parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -304,5 +313,23 @@ impl Transport for DmTransport {
                 text: format!("poll on /dev/mapper/control: {e}"),
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{lv_name, Owner};
+
+    #[test]
+    fn lv_names() {
+        assert_eq!(
+            lv_name("vg-pool-tpool", Owner::Lvm).as_deref(),
+            Some("vg/pool")
+        );
+        assert_eq!(
+            lv_name("my--vg-lv--1", Owner::Lvm).as_deref(),
+            Some("my-vg/lv-1")
+        );
+        assert_eq!(lv_name("vg-pool", Owner::None), None);
     }
 }

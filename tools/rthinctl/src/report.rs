@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::dm::lv_name;
 use crate::model::{Pool, Scan, Thin};
 use crate::status::{PoolModeWord, PoolStatus, ThinStatus};
 use crate::units::{round_percent, Pct, Units};
@@ -239,6 +240,7 @@ pub fn thin_table(thins: &[(Option<&Pool>, &Thin)], style: &Style) -> String {
 pub fn ls_table(scan: &Scan, pools: &[&Pool], orphans: &[&Thin], style: &Style) -> String {
     let mut t = Table::new(&[
         ("NAME", false),
+        ("LV", false),
         ("TYPE", false),
         ("POOL", false),
         ("ID", true),
@@ -252,6 +254,7 @@ pub fn ls_table(scan: &Scan, pools: &[&Pool], orphans: &[&Thin], style: &Style) 
         let j = pool_json(p, &[]);
         t.push(vec![
             p.name.clone(),
+            opt(j.lv.as_ref()),
             "pool".into(),
             "-".into(),
             "-".into(),
@@ -279,6 +282,7 @@ fn thin_ls_row(pool: Option<&Pool>, th: &Thin, style: &Style) -> Vec<String> {
     let j = thin_json(pool, th);
     vec![
         th.name.clone(),
+        opt(j.lv.as_ref()),
         "thin".into(),
         pool.map(|p| p.name.clone())
             .or_else(|| th.pool.map(|d| d.to_string()))
@@ -330,6 +334,8 @@ pub struct JSpace {
 pub struct JPool {
     /// DM name.
     pub name: String,
+    /// `VG/LV` where LVM owns the device.
+    pub lv: Option<String>,
     /// `MAJ:MIN`.
     pub dev: String,
     /// Target type.
@@ -373,6 +379,8 @@ pub struct JPool {
 pub struct JThin {
     /// DM name.
     pub name: String,
+    /// `VG/LV` where LVM owns the device.
+    pub lv: Option<String>,
     /// `MAJ:MIN`.
     pub dev: String,
     /// Target type.
@@ -416,6 +424,7 @@ pub fn pool_json(p: &Pool, thins: &[&Thin]) -> JPool {
     };
     let mut j = JPool {
         name: p.name.clone(),
+        lv: lv_name(&p.name, p.info.owner),
         dev: p.info.dev.to_string(),
         target: p.target.clone(),
         state: "ok",
@@ -484,6 +493,7 @@ pub fn thin_json(pool: Option<&Pool>, t: &Thin) -> JThin {
         .map(|t| u64::from(t.block_size_sectors));
     let mut j = JThin {
         name: t.name.clone(),
+        lv: lv_name(&t.name, t.info.owner),
         dev: t.info.dev.to_string(),
         target: t.target.clone(),
         pool: pool.map(|p| p.name.clone()),
