@@ -46,6 +46,21 @@ expect_rc 0 "pool" rthinctl ls cpool
 expect_rc 0 '"dev_id": 1' rthinctl ls --json cpool
 expect_rc 3 "no device-mapper device" rthinctl status nosuch
 expect_rc 3 "no device-mapper device" rthinctl ls nosuch
+# -o, --sort and -S as lvs's: columns, order, rows; sizes compare as sizes.
+run dmsetup message cpool 0 "create_thin 2"
+run dmsetup create thin2 --table "0 32768 thin /dev/mapper/cpool 2"
+expect_rc 0 "thin1:1" rthinctl --raw ls -o name,thin_id -S 'type=thin'
+[ "$out" = "$(printf 'thin1:1\nthin2:2')" ] || fail "ls -o/-S rows: $out"
+expect_rc 0 "thin2" rthinctl --raw ls -o NAME -O -lv_size -S 'lv_size>=8m && type=thin'
+[ "$out" = "$(printf 'thin2\nthin1')" ] || fail "ls --sort by size: $out"
+# (status: the pool table has no THIN field and keeps its columns.)
+expect_rc 0 "thin2" rthinctl --raw status -o thin -S 'lv_size>8m'
+[ "$(echo "$out" | tail -n +2)" = thin2 ] || fail "status -o/-S thin rows: $out"
+case $out in cpool:thin-pool:*) ;; *) fail "status -o/-S pool row: $out" ;; esac
+expect_rc 2 "unknown field \"nosuch\"" rthinctl ls -o nosuch
+expect_rc 2 "expected FIELD OP VALUE" rthinctl ls -S lv_size
+expect_rc 3 "UNKNOWN" rthinctl status --check -o name
+run dmsetup remove thin2
 
 # status --check: OK, then thresholds make it WARNING and CRITICAL.
 expect_rc 0 "OK" rthinctl status --check

@@ -15,6 +15,7 @@ mod ops;
 mod report;
 mod status;
 mod units;
+mod view;
 mod watch;
 
 use std::io::Write;
@@ -123,6 +124,8 @@ enum Cmd {
     Ls {
         /// Only this pool.
         pool: Option<String>,
+        #[command(flatten)]
+        view: ViewArgs,
     },
     /// Poll pool usage: fill rate and time to full; wakes early on DM events.
     Watch(watch::WatchArgs),
@@ -281,10 +284,38 @@ enum MetaCmd {
     },
 }
 
+/// Columns, order and rows of the `ls` and `status` tables, as lvs's options.
+#[derive(Args, Debug, Clone, Default)]
+struct ViewArgs {
+    /// Show these fields, in this order: column headings or lvs names
+    /// (lv_name, lv_size, data_percent, metadata_percent, pool_lv, thin_id, ...).
+    #[arg(short = 'o', long = "options", value_name = "FIELDS")]
+    fields: Option<String>,
+    /// Sort rows by these fields (comma list; a leading '-' sorts descending).
+    #[arg(short = 'O', long, value_name = "FIELDS", allow_hyphen_values = true)]
+    sort: Option<String>,
+    /// Show only rows that match: FIELD OP VALUE with OP = != < <= > >=,
+    /// conditions joined with '&&' (sizes compare as sizes: lv_size>1g).
+    #[arg(short = 'S', long, value_name = "SELECTION")]
+    select: Option<String>,
+}
+
+impl ViewArgs {
+    fn view(&self) -> Result<view::View> {
+        view::View::parse(
+            self.fields.as_deref(),
+            self.sort.as_deref(),
+            self.select.as_deref(),
+        )
+    }
+}
+
 #[derive(Args, Debug)]
 struct StatusArgs {
     /// Pools or thins (default: all).
     devs: Vec<String>,
+    #[command(flatten)]
+    view: ViewArgs,
     /// Monitoring mode: one summary line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
     #[arg(long)]
     check: bool,
@@ -336,6 +367,7 @@ fn style_of(o: &OutputArgs) -> report::Style {
         suffix: !o.no_suffix,
         headings: !o.no_headings,
         separator: o.separator.clone(),
+        view: view::View::default(),
     }
 }
 
@@ -505,7 +537,25 @@ fn validate_thresholds(a: &StatusArgs) -> Result<()> {
 fn run(cli: Cli, m: &clap::ArgMatches) -> Result<i32> {
     check_globals(&cli.cmd, m)?;
     let prepared = ready(&cli.cmd)?;
-    let style = style_of(&cli.out);
+    let mut style = style_of(&cli.out);
+    match &cli.cmd {
+        Cmd::Status(a) => {
+            style.view = a.view.view()?;
+            if a.check && style.view != view::View::default() {
+                return Err(Error::usage(
+                    "-o, --sort and -S choose table columns and rows: they have no meaning with --check",
+                ));
+            }
+            style
+                .view
+                .check(&[report::POOL_COLUMNS, report::THIN_COLUMNS])?;
+        }
+        Cmd::Ls { view, .. } => {
+            style.view = view.view()?;
+            style.view.check(&[report::LS_COLUMNS])?;
+        }
+        _ => {}
+    }
     let force = match &cli.cmd {
         Cmd::CreateThin { guard, .. }
         | Cmd::CreateSnap { guard, .. }
@@ -567,7 +617,7 @@ fn run(cli: Cli, m: &clap::ArgMatches) -> Result<i32> {
         }
         (_, Ready::Delete(pool, id, guard)) => ops::delete(&ctx, t, &pool, id, &guard),
         (Cmd::Status(a), _) => ops::status(&ctx, t, &a.devs),
-        (Cmd::Ls { pool }, _) => ops::ls(&ctx, t, pool.as_deref()),
+        (Cmd::Ls { pool, .. }, _) => ops::ls(&ctx, t, pool.as_deref()),
         (Cmd::Watch(a), _) => watch::watch(&ctx, t, &a),
         (
             Cmd::SetTransactionId {

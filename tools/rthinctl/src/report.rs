@@ -8,6 +8,7 @@ use crate::dm::lv_name;
 use crate::model::{Pool, Scan, Thin};
 use crate::status::{PoolModeWord, PoolStatus, ThinStatus};
 use crate::units::{round_percent, Pct, Units};
+use crate::view::{Col, View};
 
 /// JSON schema name of `status`/`ls --json`.
 pub const STATUS_SCHEMA: &str = "rthinctl.status/1";
@@ -26,6 +27,8 @@ pub struct Style {
     pub headings: bool,
     /// Column separator; `None` aligns columns with spaces.
     pub separator: Option<String>,
+    /// `-o`, `--sort`, `-S` (tables of `ls` and `status`).
+    pub view: View,
 }
 
 impl Style {
@@ -36,6 +39,7 @@ impl Style {
             suffix: false,
             headings: false,
             separator: Some(":".into()),
+            view: View::default(),
         }
     }
 
@@ -49,8 +53,7 @@ impl Style {
 
 /// A simple text table.
 pub struct Table {
-    head: Vec<&'static str>,
-    right: Vec<bool>,
+    cols: Vec<Col>,
     rows: Vec<Vec<String>>,
 }
 
@@ -58,8 +61,22 @@ impl Table {
     /// Columns: (heading, right-aligned).
     pub fn new(cols: &[(&'static str, bool)]) -> Self {
         Self {
-            head: cols.iter().map(|c| c.0).collect(),
-            right: cols.iter().map(|c| c.1).collect(),
+            cols: cols
+                .iter()
+                .map(|&(head, right)| Col {
+                    head,
+                    right,
+                    names: &[],
+                })
+                .collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Columns with their field names (`-o`, `--sort`, `-S`).
+    pub fn with_fields(cols: &[Col]) -> Self {
+        Self {
+            cols: cols.to_vec(),
             rows: Vec::new(),
         }
     }
@@ -79,11 +96,23 @@ impl Table {
     /// one per sample, the headings only with the first) stays aligned.
     pub fn render_aligned(&self, style: &Style, widths: &mut Vec<usize>) -> String {
         let mut out = String::new();
+        let (shown, rows) = style.view.apply(&self.cols, self.rows.clone());
+        let pick = |r: &[String]| -> Vec<String> {
+            shown
+                .iter()
+                .map(|&i| r.get(i).cloned().unwrap_or_default())
+                .collect()
+        };
+        let right: Vec<bool> = shown
+            .iter()
+            .map(|&i| self.cols.get(i).is_some_and(|c| c.right))
+            .collect();
         let mut all: Vec<Vec<String>> = Vec::new();
         if style.headings {
-            all.push(self.head.iter().map(|s| s.to_string()).collect());
+            let head: Vec<String> = self.cols.iter().map(|c| c.head.to_string()).collect();
+            all.push(pick(&head));
         }
-        all.extend(self.rows.iter().cloned());
+        all.extend(rows.iter().map(|r| pick(r)));
         if let Some(sep) = &style.separator {
             for r in all {
                 out.push_str(&r.join(sep));
@@ -91,7 +120,7 @@ impl Table {
             }
             return out;
         }
-        let n = self.head.len();
+        let n = shown.len();
         widths.resize(n, 0);
         let w = widths;
         for r in &all {
@@ -106,7 +135,7 @@ impl Table {
                 if i > 0 {
                     line.push_str("  ");
                 }
-                if self.right[i] {
+                if right[i] {
                     line.push_str(&" ".repeat(pad));
                     line.push_str(c);
                 } else {
@@ -163,23 +192,176 @@ fn pool_flags(p: &Pool) -> String {
     }
 }
 
+/// `status`'s pool table.
+pub const POOL_COLUMNS: &[Col] = &[
+    Col {
+        head: "POOL",
+        right: false,
+        names: &["pool", "lv_name", "name"],
+    },
+    Col {
+        head: "TARGET",
+        right: false,
+        names: &["target", "segtype"],
+    },
+    Col {
+        head: "MODE",
+        right: false,
+        names: &["mode"],
+    },
+    Col {
+        head: "TXN",
+        right: true,
+        names: &["txn", "transaction_id"],
+    },
+    Col {
+        head: "DATA",
+        right: true,
+        names: &["data", "data_used"],
+    },
+    Col {
+        head: "DSIZE",
+        right: true,
+        names: &["dsize", "lv_size", "size"],
+    },
+    Col {
+        head: "DATA%",
+        right: true,
+        names: &["data_percent"],
+    },
+    Col {
+        head: "META",
+        right: true,
+        names: &["meta", "metadata_used"],
+    },
+    Col {
+        head: "MSIZE",
+        right: true,
+        names: &["msize", "lv_metadata_size"],
+    },
+    Col {
+        head: "META%",
+        right: true,
+        names: &["metadata_percent"],
+    },
+    Col {
+        head: "HELD",
+        right: true,
+        names: &["held"],
+    },
+    Col {
+        head: "THINS",
+        right: true,
+        names: &["thins", "thin_count"],
+    },
+    Col {
+        head: "FLAGS",
+        right: false,
+        names: &["flags"],
+    },
+];
+
+/// `status`'s thin table.
+pub const THIN_COLUMNS: &[Col] = &[
+    Col {
+        head: "THIN",
+        right: false,
+        names: &["thin", "lv_name", "name"],
+    },
+    Col {
+        head: "POOL",
+        right: false,
+        names: &["pool", "pool_lv"],
+    },
+    Col {
+        head: "ID",
+        right: true,
+        names: &["id", "thin_id"],
+    },
+    Col {
+        head: "SIZE",
+        right: true,
+        names: &["size", "lv_size"],
+    },
+    Col {
+        head: "MAPPED",
+        right: true,
+        names: &["mapped"],
+    },
+    Col {
+        head: "MAP%",
+        right: true,
+        names: &["data_percent"],
+    },
+    Col {
+        head: "HIGHEST",
+        right: true,
+        names: &["highest"],
+    },
+    Col {
+        head: "STATE",
+        right: false,
+        names: &["state"],
+    },
+];
+
+/// `ls`'s table.
+pub const LS_COLUMNS: &[Col] = &[
+    Col {
+        head: "NAME",
+        right: false,
+        names: &["name", "lv_name"],
+    },
+    Col {
+        head: "LV",
+        right: false,
+        names: &["lv", "lv_full_name"],
+    },
+    Col {
+        head: "TYPE",
+        right: false,
+        names: &["type"],
+    },
+    Col {
+        head: "POOL",
+        right: false,
+        names: &["pool", "pool_lv"],
+    },
+    Col {
+        head: "ID",
+        right: true,
+        names: &["id", "thin_id"],
+    },
+    Col {
+        head: "SIZE",
+        right: true,
+        names: &["size", "lv_size"],
+    },
+    Col {
+        head: "USED",
+        right: true,
+        names: &["used"],
+    },
+    Col {
+        head: "USE%",
+        right: true,
+        names: &["data_percent"],
+    },
+    Col {
+        head: "META%",
+        right: true,
+        names: &["metadata_percent"],
+    },
+    Col {
+        head: "STATE",
+        right: false,
+        names: &["state"],
+    },
+];
+
 /// The `status` table for pools.
 pub fn pool_table(pools: &[(&Pool, usize)], style: &Style) -> String {
-    let mut t = Table::new(&[
-        ("POOL", false),
-        ("TARGET", false),
-        ("MODE", false),
-        ("TXN", true),
-        ("DATA", true),
-        ("DSIZE", true),
-        ("DATA%", true),
-        ("META", true),
-        ("MSIZE", true),
-        ("META%", true),
-        ("HELD", true),
-        ("THINS", true),
-        ("FLAGS", false),
-    ]);
+    let mut t = Table::with_fields(POOL_COLUMNS);
     for (p, nthins) in pools {
         let bb = p.block_bytes();
         let mut row = vec![p.name.clone(), p.target.clone(), pool_state(p)];
@@ -205,16 +387,7 @@ pub fn pool_table(pools: &[(&Pool, usize)], style: &Style) -> String {
 
 /// Thin rows: (pool name, thin).
 pub fn thin_table(thins: &[(Option<&Pool>, &Thin)], style: &Style) -> String {
-    let mut t = Table::new(&[
-        ("THIN", false),
-        ("POOL", false),
-        ("ID", true),
-        ("SIZE", true),
-        ("MAPPED", true),
-        ("MAP%", true),
-        ("HIGHEST", true),
-        ("STATE", false),
-    ]);
+    let mut t = Table::with_fields(THIN_COLUMNS);
     for (pool, th) in thins {
         let j = thin_json(*pool, th);
         t.push(vec![
@@ -238,18 +411,7 @@ pub fn thin_table(thins: &[(Option<&Pool>, &Thin)], style: &Style) -> String {
 
 /// The `ls` table: each pool, then its thins.
 pub fn ls_table(scan: &Scan, pools: &[&Pool], orphans: &[&Thin], style: &Style) -> String {
-    let mut t = Table::new(&[
-        ("NAME", false),
-        ("LV", false),
-        ("TYPE", false),
-        ("POOL", false),
-        ("ID", true),
-        ("SIZE", true),
-        ("USED", true),
-        ("USE%", true),
-        ("META%", true),
-        ("STATE", false),
-    ]);
+    let mut t = Table::with_fields(LS_COLUMNS);
     for p in pools {
         let j = pool_json(p, &[]);
         t.push(vec![
@@ -795,6 +957,7 @@ mod tests {
                 suffix: true,
                 headings: true,
                 separator: None,
+                view: View::default(),
             },
         );
         let lines: Vec<&str> = s.lines().collect();
@@ -823,6 +986,7 @@ mod tests {
             suffix: true,
             headings: true,
             separator: None,
+            view: View::default(),
         };
         let table = |name: &str, n: &str| {
             let mut t = Table::new(&[("POOL", false), ("USED", true), ("MODE", false)]);
