@@ -8,7 +8,8 @@
 # in order, one 4 KiB write at a time, a snapshot of it is taken through the
 # pool as LVM takes it (origin suspended around create_snap), activated and
 # added to the live subsystem as namespace 3, and read through it:
-#   - its first half, written before and untouched since, passes fio's verify;
+#   - its first half, written before and untouched since, passes fio's verify
+#     and is byte for byte what the origin held before;
 #   - its second half is the new data up to one offset and the old data after
 #     it (writes in order, one at a time: the suspend cuts the stream in
 #     two), the offset at or past every write the initiator had seen
@@ -147,6 +148,11 @@ scenario() {
 	[ "$(data_used pool)" -ge $(((VOL_MIB + VOL2_MIB) * 16)) ] ||
 		fail "the pool provisioned $(data_used pool) blocks for $((VOL_MIB + VOL2_MIB)) MiB written"
 	echo "ok: the pool provisioned $(data_used pool) blocks of 64 KiB"
+	# What the volume holds before the snapshot. (fio's verify checks that
+	# each block is one fio wrote for its offset, not which run wrote it: the
+	# snapshot's content is compared byte for byte.)
+	dd if="$n1" of=/tmp/first bs=1M count=$((VOL_MIB / 2)) iflag=direct 2>/dev/null ||
+		fail "reading the first half of $n1"
 	dd if="$n1" of=/tmp/before bs=1M skip=$((VOL_MIB / 2)) count=$((VOL_MIB / 2)) iflag=direct 2>/dev/null ||
 		fail "reading the second half of $n1"
 
@@ -183,6 +189,8 @@ scenario() {
 	fio_verify b2 "$n1" $HALF $HALF 4k write 13
 	fio_verify v2 "$n2" 0 $((VOL2_MIB * 1048576)) 4k randwrite 21 --ioengine=libaio --iodepth=16
 	fio_verify a1 "$n3" 0 $HALF 4k randwrite 11 --ioengine=libaio --iodepth=16
+	same "$n3" /tmp/first "the snapshot's first half, read through $n3, is the origin's from before the snapshot"
+	same "$n1" /tmp/first "the origin's first half is unchanged"
 	dd if="$n1" of=/tmp/after bs=1M skip=$((VOL_MIB / 2)) count=$((VOL_MIB / 2)) iflag=direct 2>/dev/null ||
 		fail "reading the second half of $n1"
 	dd if="$n3" of=/tmp/snap bs=1M skip=$((VOL_MIB / 2)) count=$((VOL_MIB / 2)) iflag=direct 2>/dev/null ||
@@ -196,7 +204,7 @@ scenario() {
 	cmp /tmp/snap /tmp/before "$k" "$k" >/dev/null 2>&1 ||
 		fail "the snapshot's second half is neither the new data up to byte $k nor the old data after it: $(cmp /tmp/snap /tmp/before "$k" "$k" 2>&1)"
 	echo "ok: the snapshot holds the rewrite's first $k bytes and the old data after them (read through $n3)"
-	rm -f /tmp/before /tmp/after /tmp/snap
+	rm -f /tmp/first /tmp/before /tmp/after /tmp/snap
 
 	# The initiator leaves, the target is torn down, then the pool.
 	out=$(nvme disconnect -n $NQN 2>&1) || fail "nvme disconnect: $out"
