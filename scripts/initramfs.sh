@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # Builds the VM's initramfs in two layers (the kernel unpacks concatenated
 # cpio archives in order):
-#   base    busybox, dmsetup, fio, the thin tools, lvm2, mkfs/fsck, their shared
-#           libraries and the kernel's modules. Slow-ish, cached outside the
+#   base    busybox, dmsetup, fio, the thin tools, lvm2, mkfs/fsck, nvme-cli,
+#           their shared libraries and the kernel's modules. Slow-ish, cached outside the
 #           clone, keyed on this script, the sysroot and the kernel build.
 #   overlay /init, the test scripts, dm-rthin.ko and rthinctl: rebuilt every run.
 # Usage: initramfs.sh OUT.cpio.gz [MODULE_DIR]
@@ -19,6 +19,7 @@ moddir=${2:-$RTHIN_OUT/module$RTHIN_FLAVOR_SUFFIX}
 BINARIES=(
 	/usr/bin/busybox /usr/sbin/dmsetup /usr/bin/fio /usr/sbin/pdata_tools /usr/sbin/lvm
 	/usr/sbin/mke2fs /usr/sbin/e2fsck /usr/sbin/mkfs.xfs /usr/sbin/xfs_repair
+	/usr/sbin/nvme
 )
 THIN_TOOLS=(thin_check thin_dump thin_restore thin_repair thin_ls thin_delta thin_trim
 	thin_metadata_size thin_metadata_pack thin_metadata_unpack thin_rmap)
@@ -57,6 +58,10 @@ if [ ! -f "$base" ]; then
 	for t in "${LVM_TOOLS[@]}"; do ln -sf lvm "$stage/usr/sbin/$t"; done
 	ln -sf mke2fs "$stage/usr/sbin/mkfs.ext4"
 	ln -sf e2fsck "$stage/usr/sbin/fsck.ext4"
+	# nvme-cli's host identity (NQN and id), as Debian's package generated them
+	# in the sysroot: nvme connect takes them when none is given.
+	mkdir -p "$stage/etc/nvme"
+	cp "$RTHIN_SYSROOT"/etc/nvme/hostnqn "$RTHIN_SYSROOT"/etc/nvme/hostid "$stage/etc/nvme/"
 	# LVM in a VM without udev: no udev sync, no udev rules, no monitoring daemon.
 	mkdir -p "$stage/etc/lvm"
 	cat >"$stage/etc/lvm/lvm.conf" <<-'LVM'

@@ -9,7 +9,7 @@ PACKAGES=(
 	linux-source-7.3 rustc rust-src rust-clippy bindgen clang llvm lld libclang-dev
 	gcc make bc bison flex libelf-dev libssl-dev cpio kmod xz-utils
 	busybox-static dmsetup fio thin-provisioning-tools lvm2
-	e2fsprogs xfsprogs util-linux python3
+	e2fsprogs xfsprogs util-linux python3 nvme-cli
 )
 key=$(printf '%s\n' "${PACKAGES[@]}" | sha256sum | cut -c1-16)
 stamp=$RTHIN_SYSROOT/.rthin-sysroot-$key
@@ -44,7 +44,7 @@ in_sysroot /bin/sh -c "
 	apt-get clean
 "
 in_sysroot /bin/sh -c '
-	dpkg-query -W -f="\${Package} \${Version}\n" linux-source-7.3 rustc bindgen gcc-14 libclang-dev thin-provisioning-tools fio dmsetup lvm2 busybox-static
+	dpkg-query -W -f="\${Package} \${Version}\n" linux-source-7.3 rustc bindgen gcc-14 libclang-dev thin-provisioning-tools fio dmsetup lvm2 busybox-static nvme-cli
 ' >"$RTHIN_SYSROOT/rthin-versions.txt"
 rm -f "$RTHIN_SYSROOT"/.rthin-sysroot-*
 touch "$stamp"

@@ -43,6 +43,8 @@ CASE_TITLES = {
     "c9-randread": "9. 4k random read, iodepth 32, numjobs 2, spread over 100 of the thins",
     "c11-metadata-space": "11. metadata blocks in use after each workload (after a commit)",
     "c12-read-during-fsync": "12. 4k reads of one volume during another's 4k write + fsync stream",
+    "c13-nvmeof-randread": "13. 4k random read, iodepth 32, numjobs 2: on the volume (local) and through NVMe/TCP "
+                           "(nvmet + nvme-tcp on 127.0.0.1, same VM)",
 }
 CASE_ORDER = list(CASE_TITLES)
 
@@ -80,7 +82,8 @@ def metrics_from_fio(case, jobs):
     def total(rw, field):
         return sum(j[rw][field] for j in jobs)
 
-    if case in ("c2-randread", "c3-snap-randread", "c7-large-randread", "c8-cold-randread", "c9-randread"):
+    if case in ("c2-randread", "c3-snap-randread", "c7-large-randread", "c8-cold-randread", "c9-randread",
+                "c13-nvmeof-randread"):
         return {"IOPS": (total("read", "iops"), True)}
     if case == "c12-read-during-fsync":
         # The first job is the reader; the second writes and syncs.
@@ -265,6 +268,7 @@ def main():
             },
         })
 
+    notes += export_cost(results)
     notes = list(dict.fromkeys(notes))
     doc = {"host": host, "boots": boots, "notes": notes, "rows": results}
     (out / "results.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
@@ -272,6 +276,28 @@ def main():
     (out / "table.md").write_text(md)
     chart(doc, out / "chart.png")
     print(md)
+
+
+def export_cost(results):
+    """Case 13: each target's IOPS through NVMe/TCP as a share of its IOPS on the volume itself."""
+    med = {}
+    for r in results:
+        if r["case"] != "c13-nvmeof-randread":
+            continue
+        m = re.match(r"(.*)-(local|nvme-tcp)$", r["variant"])
+        if not m:
+            continue
+        for t in TARGETS:
+            s = r["targets"][t]["summary"]
+            if s:
+                med[(m.group(1), m.group(2), r["metric"], t)] = s["median"]
+    out = []
+    for (v, kind, metric, t), local in sorted(med.items()):
+        if kind != "local" or (v, "nvme-tcp", metric, t) not in med or not local:
+            continue
+        out.append(f"c13 {v} {t}: through NVMe/TCP it keeps {med[(v, 'nvme-tcp', metric, t)] / local:.2f} of its "
+                   f"local {metric} (medians)")
+    return out
 
 
 def cell(c):

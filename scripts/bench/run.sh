@@ -16,7 +16,7 @@
 # scripts/bench/report.py reads it on the host.
 #
 # Settings (kernel command line NAME=VALUE words, see scripts/bench.sh):
-#   BENCH_CASES    comma list of c1..c9, c11 and c12 (default c2,c4)
+#   BENCH_CASES    comma list of c1..c9, c11, c12 and c13 (default c2,c4)
 #   BENCH_REPS     repetitions per measurement (3)
 #   BENCH_RUNTIME  seconds per timed fio run (5)
 #   BENCH_VOL_MIB  volume size for the read cases 1-3 and case 6 (256)
@@ -276,7 +276,9 @@ fio_run() {
 	rel=runs/$c/$v/$t.$r.json
 	mkdir -p "$B/runs/$c/$v"
 	step "$c" "$v" "$t" "$r" fio "$*"
-	if limited fio --name="$c" --filename="$(dev "$t")" --output-format=json --output="$B/$rel" "$@"; then
+	# FIO_FILE, when set: another device for the target's volume (case 13:
+	# its NVMe/TCP namespace).
+	if limited fio --name="$c" --filename="${FIO_FILE:-$(dev "$t")}" --output-format=json --output="$B/$rel" "$@"; then
 		record "$c" "$v" "$t" "$r" fio "$rel"
 		return 0
 	fi
@@ -853,6 +855,107 @@ case8() {
 	checkpoint c8
 }
 
+# ---- case 13: 4k random reads through NVMe/TCP ----
+# Each target's fully provisioned volume becomes a namespace of one subsystem
+# of the kernel's NVMe target (nvmet, configfs; linear, dm-thin and rthin in
+# the order of TARGETS), on a TCP port on 127.0.0.1, and the VM connects to it
+# with nvme-cli (nvme-tcp): initiator and target in one guest, so both ends'
+# CPU cost lands on the same vCPUs. The same 4k random reads run on each
+# volume directly (variant local) and through its namespace (nvme-tcp), the
+# repetitions interleaved: the ratio of the two is what the export costs.
+NVMET=/sys/kernel/config/nvmet
+NQN13=nqn.2026-12.io.rthin:bench
+
+# nvmeof_export TARGETS: the targets' volumes as namespaces 1, 2 ... of
+# NQN13, exported on 127.0.0.1:4420 and connected.
+nvmeof_export() {
+	local s=$NVMET/subsystems/$NQN13 i=0 t
+	modprobe nvmet-tcp && modprobe nvme-tcp || return 1
+	[ -d $NVMET ] || mount -t configfs none /sys/kernel/config || return 1
+	ip link set lo up || return 1
+	mkdir "$s" && echo 1 >"$s/attr_allow_any_host" || return 1
+	for t in $1; do
+		i=$((i + 1))
+		mkdir "$s/namespaces/$i" && echo -n "$(dev "$t")" >"$s/namespaces/$i/device_path" &&
+			echo 1 >"$s/namespaces/$i/enable" || return 1
+	done
+	mkdir $NVMET/ports/13 && echo ipv4 >$NVMET/ports/13/addr_adrfam && echo tcp >$NVMET/ports/13/addr_trtype &&
+		echo 127.0.0.1 >$NVMET/ports/13/addr_traddr && echo 4420 >$NVMET/ports/13/addr_trsvcid &&
+		ln -s "$s" "$NVMET/ports/13/subsystems/$NQN13" || return 1
+	nvme connect -t tcp -a 127.0.0.1 -s 4420 -n $NQN13 || return 1
+	i=0
+	while [ $i -lt 100 ]; do
+		[ "$(for t in $1; do nvme_dev "$t" "$1"; done | wc -l)" = "$(echo $1 | wc -w)" ] && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	echo "namespaces did not appear: $(ls /sys/block)"
+	return 1
+}
+
+# nvme_dev TARGET TARGETS: the initiator's block device for TARGET's namespace.
+nvme_dev() {
+	local nsid=0 t d
+	for t in $2; do
+		nsid=$((nsid + 1))
+		[ "$t" = "$1" ] && break
+	done
+	for d in /sys/block/nvme*n*; do
+		[ "$(cat "$d/device/subsysnqn" 2>/dev/null)" = $NQN13 ] && [ "$(cat "$d/nsid")" = $nsid ] &&
+			[ -b "/dev/${d##*/}" ] && echo "/dev/${d##*/}" && return 0
+	done
+	return 1
+}
+
+# nvmeof_unexport: the initiator disconnected, the subsystem and port removed.
+nvmeof_unexport() {
+	local s=$NVMET/subsystems/$NQN13 n
+	nvme disconnect -n $NQN13 >/dev/null 2>&1
+	rm -f "$NVMET/ports/13/subsystems/$NQN13"
+	rmdir $NVMET/ports/13 2>/dev/null
+	for n in "$s"/namespaces/*; do
+		[ -d "$n" ] || continue
+		echo 0 >"$n/enable"
+		rmdir "$n"
+	done
+	rmdir "$s" 2>/dev/null
+	return 0
+}
+
+case13() {
+	local ready r t nv v=nj2 exported=1
+	say "c13 4k random reads, iodepth 32, numjobs 2: on the volume, and through NVMe/TCP on 127.0.0.1"
+	setup_all c13-nvmeof-randread "$v-local" 128 skip_block_zeroing "$VOL" "$VOL"
+	ready=$READY
+	CUR=nvmet
+	if ! try nvmeof_export "$ready"; then
+		say "c13: exporting over NVMe/TCP failed: $(errmsg)"
+		for t in $ready; do record c13-nvmeof-randread "$v-nvme-tcp" "$t" - error "export: $(errmsg)"; done
+		try nvmeof_unexport
+		exported=0
+	fi
+	for r in $(reps); do
+		# shellcheck disable=SC2086
+		for t in $(rotated "$r" $ready); do
+			# shellcheck disable=SC2086
+			fio_run c13-nvmeof-randread "$v-local" "$t" "$r" $RANDREAD --numjobs=2 --runtime="$RT" --size="${VOL}M"
+			[ $exported = 1 ] || continue
+			if ! nv=$(nvme_dev "$t" "$ready"); then
+				record c13-nvmeof-randread "$v-nvme-tcp" "$t" "$r" error "no NVMe/TCP namespace for $t"
+				continue
+			fi
+			FIO_FILE=$nv
+			# shellcheck disable=SC2086
+			fio_run c13-nvmeof-randread "$v-nvme-tcp" "$t" "$r" $RANDREAD --numjobs=2 --runtime="$RT" --size="${VOL}M"
+			FIO_FILE=
+		done
+	done
+	CUR=nvmet
+	try nvmeof_unexport
+	for t in $TARGETS; do teardown "$t"; done
+	checkpoint c13
+}
+
 say "start: $(/rthin/bench/bin/date -u), vcpus $NCPU, cases $CASES, reps $REPS, runtime ${RT}s, data $DATA_KIND ($(($(blockdev --getsz "$(data_of linear)") / 2048)) MiB each), volume ${VOL} MiB, write volume ${WVOL} MiB"
 {
 	echo "vcpus=$NCPU"
@@ -884,6 +987,7 @@ has_case c8 && case8
 has_case c9 && case9
 has_case c11 && case11
 has_case c12 && case12
+has_case c13 && case13
 for t in $TARGETS; do teardown "$t"; done
 say "done in $((($(now) - t_start) / 1000000000)) s"
 echo "elapsed_s=$((($(now) - t_start) / 1000000000))" >>"$B/env"
