@@ -216,7 +216,7 @@ mod glue_suite {
 
     #[test]
     fn mapping_cache_under_rcu() {
-        assert!(crate::thin_io::selftest::cache_under_rcu());
+        assert!(crate::io::selftest::cache_under_rcu());
     }
 
     #[test]

@@ -52,14 +52,11 @@ pub mod thin_metadata;
 pub mod tm;
 // ---- end of core ----
 
-mod cell_table;
-mod cpu_counter;
 mod glue;
+mod io;
 mod kunit;
 mod pool;
-mod pool_cache;
-mod thin;
-mod thin_io;
+mod target;
 
 use glue::dm::TargetType;
 
@@ -83,14 +80,14 @@ module! {
 }
 
 struct Rthin {
-    _pool: TargetType<pool::Pool>,
-    _thin: TargetType<thin::Thin>,
+    _pool: TargetType<target::pool::Pool>,
+    _thin: TargetType<target::thin::Thin>,
 }
 
 impl kernel::Module for Rthin {
     fn init(module: &'static ThisModule) -> Result<Self> {
         let compat = module_parameters::dm_thin_names.value();
-        glue::registry::init();
+        pool::registry::pools::init();
         let pool = TargetType::register(module, compat)?;
         let thin = TargetType::register(module, compat)?;
         pr_info!(

@@ -49,7 +49,6 @@ use kernel::{
 
 use crate::{
     block_geometry::BlockGeometry,
-    cpu_counter::CpuCounter,
     dm_pool_mode::{
         BioAction, BioDir, DiscardAction, IoError, Lookup, PreparedMappingAction, WorkItem,
     },
@@ -59,7 +58,7 @@ use crate::{
         dm::{BdevHandle, MapResult},
         kcopyd::CopyFailed,
     },
-    pool::{AllocFailure, PoolState, Reuse, SharedPool},
+    pool::{member::PoolMember, AllocFailure, PoolState, Reuse, SharedPool, ThinCounters},
 };
 
 /// How a partial write's new block gets its data ([`ThinIo::fill_plan`]).
@@ -78,41 +77,6 @@ enum FillPlan {
     },
     /// Nothing: the pool skips zeroing.
     Nothing,
-}
-
-/// Counters of one thin target, shown in debugfs
-/// (`/sys/kernel/debug/rthin-<pool>/<thin>`). The two the map call bumps
-/// are spread over the CPUs.
-pub(crate) struct ThinCounters {
-    /// Bios remapped in the map call.
-    pub(crate) fast_remaps: CpuCounter,
-    /// Bios deferred to a worker.
-    pub(crate) deferred: CpuCounter,
-    /// Blocks provisioned (zeroed or written whole).
-    pub(crate) provisioned: AtomicU64,
-    /// Shared blocks replaced by a private copy before a write.
-    pub(crate) sharing_broken: AtomicU64,
-}
-
-impl ThinCounters {
-    /// All zero.
-    pub(crate) fn new() -> Result<Self> {
-        Ok(Self {
-            fast_remaps: CpuCounter::new()?,
-            deferred: CpuCounter::new()?,
-            provisioned: AtomicU64::new(0),
-            sharing_broken: AtomicU64::new(0),
-        })
-    }
-
-    /// The debugfs file's text, one `name value` pair per line.
-    pub(crate) fn write(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        writeln!(f, "fast_remaps {}", self.fast_remaps.sum())?;
-        writeln!(f, "deferred {}", self.deferred.sum())?;
-        writeln!(f, "provisioned {}", get(&self.provisioned))?;
-        writeln!(f, "sharing_broken {}", get(&self.sharing_broken))
-    }
 }
 
 /// The I/O state of one thin target.
@@ -840,6 +804,36 @@ impl ThinIo {
             self.pool.wake_after_grace_period();
         }
         bio.complete(None);
+    }
+}
+
+impl PoolMember for ThinIo {
+    fn dev_id(&self) -> u32 {
+        self.dev_id
+    }
+
+    fn error_held(&self, error: IoError) {
+        ThinIo::error_held(self, error);
+    }
+
+    fn requeue_held(&self) {
+        ThinIo::requeue_held(self);
+    }
+
+    fn requeue_waiters(&self) {
+        ThinIo::requeue_waiters(self);
+    }
+
+    fn note_change(&self, gen: u64) {
+        ThinIo::note_change(self, gen);
+    }
+
+    fn changes_lost_after(&self, committed: u64) {
+        ThinIo::changes_lost_after(self, committed);
+    }
+
+    fn changed_gen(&self) -> u64 {
+        ThinIo::changed_gen(self)
     }
 }
 

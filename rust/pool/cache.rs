@@ -11,9 +11,12 @@
 use core::sync::atomic::AtomicU64;
 use kernel::{prelude::*, sync::rcu};
 
+use super::PoolState;
 use crate::{
+    core_error::CoreError,
     glue::rcu_box::{RcuBox, RcuReader},
-    mapping_cache::{slots_for, MappingCache, WORDS_PER_SLOT},
+    mapping_cache::{slots_for, CachedMapping, MappingCache, WORDS_PER_SLOT},
+    thin_metadata::LookupResult,
 };
 
 /// Bytes of one slot.
@@ -103,5 +106,58 @@ impl PoolCacheReader {
     /// The cache, for a map call within `guard`'s read side.
     pub(crate) fn get<'a>(&'a self, guard: &'a rcu::Guard) -> Option<MappingCache<'a>> {
         self.slots.get(guard).cache()
+    }
+}
+
+impl PoolState {
+    /// Forgets every cached mapping (the metadata rolled back) and waits
+    /// until no map call can still use one.
+    pub(super) fn forget_mappings(&self) {
+        if let Some(c) = self.cache.get() {
+            c.clear();
+        }
+        rcu::synchronize_rcu();
+    }
+
+    /// Marks the cached mappings of thin device `dev` shared (it was
+    /// snapshotted) and waits until no map call can still remap a write with
+    /// an unshared one; reads keep their fast path.
+    pub(super) fn mark_mappings_shared(&self, dev: u32) {
+        if let Some(c) = self.cache.get() {
+            c.mark_dev_shared(dev);
+        }
+        rcu::synchronize_rcu();
+    }
+
+    /// Looks up `vblock` of thin device `dev` and caches every mapping of
+    /// the B-tree leaf it lives in: one walk serves its neighbours' first
+    /// touch too.
+    pub(crate) fn lookup_and_cache(
+        &self,
+        dev: u32,
+        vblock: u64,
+    ) -> Result<Option<LookupResult>, CoreError> {
+        let cache = self.cache.get();
+        self.md.lookup_leaf(dev.into(), vblock, |k, r| {
+            if let Some(c) = &cache {
+                c.publish(
+                    dev,
+                    k,
+                    CachedMapping {
+                        data_block: r.mapping.data_block,
+                        shared: r.shared,
+                    },
+                );
+            }
+        })
+    }
+
+    /// Caches a mapping just made: `vblock` of `dev` is `data_block`,
+    /// unshared.
+    pub(crate) fn cache_new_mapping(&self, dev: u32, vblock: u64, data_block: u64) {
+        if let Some(c) = self.cache.get() {
+            let shared = false;
+            c.publish(dev, vblock, CachedMapping { data_block, shared });
+        }
     }
 }

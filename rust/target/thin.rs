@@ -15,6 +15,7 @@
 use core::fmt;
 use kernel::{prelude::*, sync::Arc};
 
+use super::to_bytes;
 use crate::{
     block_geometry::BlockGeometry,
     dm_errno::{EINVAL, ENODATA, ENOMEM},
@@ -29,8 +30,8 @@ use crate::{
             TargetOps,
         },
     },
-    pool::{lookup, to_bytes, SharedPool, ThinCountersHold},
-    thin_io::{ThinCounters, ThinIo, ThinIoConfig},
+    io::{ThinIo, ThinIoConfig},
+    pool::{registry::lookup, SharedPool, ThinCounters, ThinCountersHold},
 };
 
 /// One thin volume.
@@ -233,7 +234,7 @@ impl Drop for Thin {
         // still be finishing its loop; the pool device goes right after.
         self.io.quiesce();
         // Its queued discards go through its pool device, closed next.
-        self.pool.finish_passdowns(&self.io);
-        self.pool.lock().close_thin(&self.io);
+        self.pool.finish_passdowns(&*self.io);
+        self.pool.lock().close_thin(&*self.io);
     }
 }
