@@ -63,6 +63,7 @@ host_tests() {
 	step "cargo clippy -D warnings" cargo clippy --workspace --all-targets --quiet -- -D warnings || true
 	step "cargo test" cargo test --workspace --quiet || true
 	step "core modules mounted identically in the kernel crate" "$RTHIN_ROOT/scripts/check-core-mounts.sh" || true
+	step "no unsafe outside rust/glue" "$RTHIN_ROOT/scripts/check-unsafe.sh" || true
 	phase_end "host tests (fmt, clippy, cargo test, core mounts)"
 }
 # The metadata core against thin-provisioning-tools (needs the sysroot).
