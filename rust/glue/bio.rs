@@ -17,7 +17,7 @@ use super::{
     dm::{BdevHandle, DmDev},
     inflight::{IoToken, IoTracker},
 };
-use crate::dm_pool_mode::IoError;
+use crate::dm::pool_mode::IoError;
 
 /// What a bio asks for, as far as thin provisioning cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -180,7 +180,7 @@ impl<T: Drain> CpuQueues<T> {
     pub(crate) fn push(&self, wq: &IoQueue, bio: OwnedBio) {
         let Some(slot) = self.slot_here() else {
             // Unreachable: the slice has at least one slot.
-            bio.complete(Some(crate::dm_pool_mode::IoError::Io));
+            bio.complete(Some(crate::dm::pool_mode::IoError::Io));
             return;
         };
         slot.bios.lock().push(bio);

@@ -24,7 +24,7 @@ use super::{
     bindings as dm,
     bio::{Bio, PerBio},
 };
-use crate::dm_status_buf::{DevNum, StatusBuf};
+use crate::dm::status_buf::{DevNum, StatusBuf};
 
 /// How a map call disposed of a bio.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use kernel::{prelude::*, sync::rcu};
 
 use super::ThinIo;
 use crate::{
-    dm_pool_mode::IoError,
+    dm::pool_mode::IoError,
     glue::{
         bio::{Bio, BioKind, OwnedBio},
         dm::MapResult,
@@ -126,7 +126,7 @@ pub(crate) mod selftest {
         workqueue,
     };
 
-    use crate::mapping_cache::{selftest, MappingCache, WAYS, WORDS_PER_SLOT};
+    use crate::metadata::mapping_cache::{selftest, MappingCache, WAYS, WORDS_PER_SLOT};
 
     /// Slots shared by a writer work item and the reading test.
     #[pin_data]

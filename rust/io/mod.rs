@@ -12,7 +12,7 @@
 //!
 //! **Workers.** A worker looks the block up in the metadata B-tree under the
 //! pool lock (it may sleep on dm-bufio), lets the pool's mode state machine
-//! decide what the bio needs (`dm_pool_mode::decide_bio`), and publishes the
+//! decide what the bio needs (`dm::pool_mode::decide_bio`), and publishes the
 //! answer to the cache so later bios take the fast path. Provisioning and
 //! breaking sharing allocate a data block and hold a *cell* on the virtual
 //! block (later bios to it park on the cell), then start a kcopyd job that
@@ -61,8 +61,8 @@ use kernel::{
 };
 
 use crate::{
-    block_geometry::BlockGeometry,
-    dm_pool_mode::IoError,
+    dm::block_geometry::BlockGeometry,
+    dm::pool_mode::IoError,
     glue::{
         bio::{Bio, BioList, OwnedBio, Requeue},
         deferred::{CpuQueues, Drain, Lane},

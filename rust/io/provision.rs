@@ -8,7 +8,7 @@ use kernel::{prelude::*, sync::MutexGuard};
 
 use super::ThinIo;
 use crate::{
-    dm_pool_mode::{BioAction, BioDir, IoError, PreparedMappingAction},
+    dm::pool_mode::{BioAction, BioDir, IoError, PreparedMappingAction},
     glue::{
         bio::{Fill, OwnedBio, Provision},
         kcopyd::CopyFailed,

@@ -7,7 +7,7 @@ use kernel::prelude::*;
 
 use super::ThinIo;
 use crate::{
-    dm_pool_mode::{BioAction, BioDir, DiscardAction, IoError, Lookup, WorkItem},
+    dm::pool_mode::{BioAction, BioDir, DiscardAction, IoError, Lookup, WorkItem},
     glue::bio::{BioKind, OwnedBio},
 };
 

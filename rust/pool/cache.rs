@@ -15,8 +15,8 @@ use super::PoolState;
 use crate::{
     core_error::CoreError,
     glue::rcu_box::{RcuBox, RcuReader},
-    mapping_cache::{slots_for, CachedMapping, MappingCache, WORDS_PER_SLOT},
-    thin_metadata::LookupResult,
+    metadata::mapping_cache::{slots_for, CachedMapping, MappingCache, WORDS_PER_SLOT},
+    metadata::thin_metadata::LookupResult,
 };
 
 /// Bytes of one slot.

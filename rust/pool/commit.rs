@@ -9,8 +9,8 @@ use kernel::{prelude::*, sync::MutexGuard};
 
 use super::{no_space_timeout_secs, PoolObj, PoolState};
 use crate::{
-    core_error::CoreError, dm_errno::EINVAL, dm_pool_mode::PoolMode, dm_pool_mode::PoolModeState,
-    glue::dm::BdevHandle,
+    core_error::CoreError, dm::errno::EINVAL, dm::pool_mode::PoolMode,
+    dm::pool_mode::PoolModeState, glue::dm::BdevHandle,
 };
 
 /// Whether freed data blocks may be handed out again

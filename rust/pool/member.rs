@@ -11,7 +11,7 @@ pub(crate) trait PoolMember: Send + Sync {
     fn dev_id(&self) -> u32;
 
     /// Completes the bios held for data space with `error`.
-    fn error_held(&self, error: crate::dm_pool_mode::IoError);
+    fn error_held(&self, error: crate::dm::pool_mode::IoError);
 
     /// Hands the bios held for data space back to the workers.
     fn requeue_held(&self);

@@ -5,7 +5,7 @@
 use kernel::prelude::*;
 
 use super::{PoolState, Show};
-use crate::{core_error::CoreError, dm_message::PoolMessage};
+use crate::{core_error::CoreError, dm::message::PoolMessage};
 
 impl PoolState {
     /// Runs one parsed message (steps 2-4 of `dm_message`'s glue flow).

@@ -9,12 +9,10 @@ use super::{
     cache::PoolCache, cells::CellTable, PoolFlags, PoolObj, PoolState, SharedPool, WAKER_PERIOD_MS,
 };
 use crate::{
-    block_store::BlockStore,
-    checksum::BlockKind,
-    dm_errno::{EINVAL, ENOMEM, EPERM},
-    dm_events::{DataLowWater, MetadataLowWater},
-    dm_pool_mode::PoolModeState,
-    dm_pool_table::{glue_errors, PoolFeatures},
+    dm::errno::{EINVAL, ENOMEM, EPERM},
+    dm::events::{DataLowWater, MetadataLowWater},
+    dm::pool_mode::PoolModeState,
+    dm::pool_table::{glue_errors, PoolFeatures},
     glue::{
         bufio::BufioStore,
         deferred::IoQueue,
@@ -23,8 +21,10 @@ use crate::{
         kcopyd::Kcopyd,
         ticker::Ticker,
     },
-    thin_metadata::ThinMetadata,
-    tm::TmCaches,
+    metadata::thin_metadata::ThinMetadata,
+    pdata::block_store::BlockStore,
+    pdata::checksum::BlockKind,
+    pdata::tm::TmCaches,
 };
 
 /// (a few KiB) on the heap, off the table load's stack.

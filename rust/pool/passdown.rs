@@ -8,7 +8,7 @@ use kernel::prelude::*;
 
 use super::{member::PoolMember, PoolObj, PoolState, Reuse};
 use crate::{
-    block_geometry::BlockGeometry,
+    dm::block_geometry::BlockGeometry,
     glue::{
         dm::BdevHandle,
         inflight::{GpCookie, GpDone, IoTracker},

@@ -8,7 +8,7 @@ use kernel::prelude::*;
 use super::{member::PoolMember, no_space_timeout_secs, PoolState};
 use crate::{
     core_error::CoreError,
-    dm_pool_mode::{BioAction, IoError},
+    dm::pool_mode::{BioAction, IoError},
     glue::bio::{BioList, OwnedBio},
 };
 

@@ -8,8 +8,8 @@ use kernel::prelude::*;
 
 use super::{open::new_pool, SharedPool};
 use crate::{
-    dm_errno::{EBUSY, EINVAL, ENOMEM},
-    dm_pool_table::{glue_errors, PoolFeatures},
+    dm::errno::{EBUSY, EINVAL, ENOMEM},
+    dm::pool_table::{glue_errors, PoolFeatures},
     glue::{
         dm::{CtrError, DmDev, MdKey, TableMd},
         global_list::global_list,

@@ -7,13 +7,13 @@ use kernel::prelude::*;
 
 use super::{no_space_timeout_secs, PoolState};
 use crate::{
-    block_store::BlockStore,
-    dm_errno::EINVAL,
-    dm_pool_table::{
+    dm::errno::EINVAL,
+    dm::pool_table::{
         metadata_dev_blocks, metadata_dev_too_big, metadata_low_water_threshold,
         METADATA_BLOCK_SECTORS, METADATA_MAX_SECTORS,
     },
     glue::dm::BdevHandle,
+    pdata::block_store::BlockStore,
 };
 
 /// The pool's two space maps.

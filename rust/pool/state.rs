@@ -15,9 +15,9 @@ use super::{
     PoolMetadata, Show,
 };
 use crate::{
-    dm_events::{DataLowWater, MetadataLowWater},
-    dm_pool_mode::{ModeChange, PoolMode, PoolModeState},
-    dm_pool_table::PoolFeatures,
+    dm::events::{DataLowWater, MetadataLowWater},
+    dm::pool_mode::{ModeChange, PoolMode, PoolModeState},
+    dm::pool_table::PoolFeatures,
     glue::{
         dm::{BdevHandle, TableMd, TableRef},
         inflight::{GpCookie, IoTracker},

@@ -6,7 +6,7 @@
 
 use kernel::prelude::*;
 
-use crate::{dm_errno::ENOMEM, glue::dm::CtrError};
+use crate::{dm::errno::ENOMEM, glue::dm::CtrError};
 
 pub(crate) mod pool;
 pub(crate) mod thin;

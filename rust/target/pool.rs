@@ -25,16 +25,15 @@ use kernel::prelude::*;
 
 use super::to_bytes;
 use crate::{
-    block_store::BlockStore,
-    dm_errno::EINVAL,
-    dm_message::PoolMessage,
-    dm_pool_mode::{BindRequest, PoolMode},
-    dm_pool_table::{
+    dm::errno::EINVAL,
+    dm::message::PoolMessage,
+    dm::pool_mode::{BindRequest, PoolMode},
+    dm::pool_table::{
         glue_errors, metadata_low_water_threshold, nr_data_blocks, passdown_off, pool_io_limits,
         write_pool_table, PoolFeatures, PoolTable, PoolTableLine,
     },
-    dm_status::{write_pool_info, DiscardStatus, PoolInfo, FAIL},
-    dm_status_buf::StatusBuf,
+    dm::status::{write_pool_info, DiscardStatus, PoolInfo, FAIL},
+    dm::status_buf::StatusBuf,
     glue::{
         bio::Bio,
         dm::{
@@ -42,6 +41,7 @@ use crate::{
             TargetCtx, TargetOps,
         },
     },
+    pdata::block_store::BlockStore,
     pool::{
         no_space_timeout_secs, registry, usable_metadata_blocks, warn_if_metadata_device_too_big,
         SharedPool, Show, Space,

@@ -17,12 +17,12 @@ use kernel::{prelude::*, sync::Arc};
 
 use super::to_bytes;
 use crate::{
-    block_geometry::BlockGeometry,
-    dm_errno::{EINVAL, ENODATA, ENOMEM},
-    dm_pool_mode::PoolMode,
-    dm_status::{write_thin_status, ThinStatus},
-    dm_status_buf::StatusBuf,
-    dm_thin_table::{glue_errors, ThinTable, ThinTableLine},
+    dm::block_geometry::BlockGeometry,
+    dm::errno::{EINVAL, ENODATA, ENOMEM},
+    dm::pool_mode::PoolMode,
+    dm::status::{write_thin_status, ThinStatus},
+    dm::status_buf::StatusBuf,
+    dm::thin_table::{glue_errors, ThinTable, ThinTableLine},
     glue::{
         bio::Bio,
         dm::{

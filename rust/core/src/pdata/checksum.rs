@@ -4,11 +4,11 @@
 //! `csum = crc32c_raw(!0, block[4..4096]) ^ type_xor`, stored LE at offset 0;
 //! the block's own number is stored at offset 8. [`seal`] fills both in before
 //! a block is written; [`verify`] checks both after a block is read from media.
-//! A [`crate::block_store::BlockStore`] calls these (the kernel glue from its
+//! A [`crate::pdata::block_store::BlockStore`] calls these (the kernel glue from its
 //! dm-bufio validator callbacks), so the checksum function can be swapped there.
 
-use crate::codec::{get_u32, get_u64, put_u32, put_u64};
 use crate::core_error::{corrupt, CoreError, CoreResult, Corruption};
+use crate::pdata::codec::{get_u32, get_u64, put_u32, put_u64};
 
 /// Size of a metadata block in bytes.
 pub const BLOCK_SIZE: usize = 4096;
@@ -139,7 +139,7 @@ pub fn seal(kind: BlockKind, blocknr: u64, buf: &mut [u8]) -> CoreResult<()> {
 
 /// Validates a block read from media: its own block number, its checksum
 /// and, for B-tree nodes, the node structure (see
-/// [`crate::btree::node::check_structure`]).
+/// [`crate::pdata::btree::node::check_structure`]).
 pub fn verify(kind: BlockKind, blocknr: u64, buf: &[u8]) -> CoreResult<()> {
     if kind == BlockKind::Raw {
         return Ok(());
@@ -152,7 +152,7 @@ pub fn verify(kind: BlockKind, blocknr: u64, buf: &[u8]) -> CoreResult<()> {
         return Err(corrupt(Corruption::Checksum));
     }
     if kind == BlockKind::Node {
-        crate::btree::node::check_structure(buf)?;
+        crate::pdata::btree::node::check_structure(buf)?;
     }
     Ok(())
 }

@@ -4,20 +4,20 @@
 //! The model is dm-bufio's: a cache of 4 KiB buffers over the metadata device.
 //!
 //! * A block loaded **from media** is validated with
-//!   [`crate::checksum::verify`] for the requested [`BlockKind`] before it is
+//!   [`crate::pdata::checksum::verify`] for the requested [`BlockKind`] before it is
 //!   handed out; a buffer that is already cached (e.g. written in this session)
 //!   is returned as is.
-//! * A dirty buffer is sealed with [`crate::checksum::seal`] (block number and
+//! * A dirty buffer is sealed with [`crate::pdata::checksum::seal`] (block number and
 //!   checksum) with the kind of its last write access, when it is written back.
 //!   Write-back may happen at any time (cache pressure); [`BlockStore::flush`]
 //!   writes back everything dirty and then issues a FLUSH (write barrier).
 //!
 //! The core never keeps a guard across another store call, so an implementation
 //! may hand out guards that borrow the store. Guards are plain slices of
-//! exactly [`crate::checksum::BLOCK_SIZE`] bytes.
+//! exactly [`crate::pdata::checksum::BLOCK_SIZE`] bytes.
 
-use crate::checksum::BlockKind;
 use crate::core_error::CoreResult;
+use crate::pdata::checksum::BlockKind;
 use core::ops::{Deref, DerefMut};
 
 /// Block I/O used by the metadata core (4096-byte blocks).

@@ -4,7 +4,7 @@
 //!
 //! [`node`] decodes and edits one node in place inside a block buffer; the
 //! tree algorithms (lookup, insert, remove, walks, recursive release) live in
-//! `ops` as methods of the transaction manager (`tm::Tm`), because shadowing a node needs the
+//! `ops` as methods of the transaction manager (`pdata::tm::Tm`), because shadowing a node needs the
 //! transaction manager and the space maps.
 
 pub mod node;
@@ -79,11 +79,11 @@ impl Value {
 
     /// The first 8 bytes as a little-endian u64 (0 if shorter).
     pub fn as_u64(&self) -> u64 {
-        crate::codec::get_u64(&self.buf, 0).unwrap_or(0)
+        crate::pdata::codec::get_u64(&self.buf, 0).unwrap_or(0)
     }
 
     /// The first 4 bytes as a little-endian u32.
     pub fn as_u32(&self) -> u32 {
-        crate::codec::get_u32(&self.buf, 0).unwrap_or(0)
+        crate::pdata::codec::get_u32(&self.buf, 0).unwrap_or(0)
     }
 }

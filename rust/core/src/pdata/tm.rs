@@ -27,10 +27,10 @@
 use core::cell::Cell;
 use core::ops::{Deref, DerefMut};
 
-use crate::block_store::BlockStore;
 use crate::core_error::{CoreError, CoreResult};
-use crate::space_map::{IndexEntry, SmKind};
-use crate::superblock::SmRoot;
+use crate::metadata::superblock::SmRoot;
+use crate::pdata::block_store::BlockStore;
+use crate::pdata::space_map::{IndexEntry, SmKind};
 
 /// Slots of the cache of blocks allocated in this transaction.
 const NEW_CACHE_SLOTS: usize = 128;
@@ -45,7 +45,7 @@ const DIRTY_IE_SLOTS: usize = 32;
 const MAX_RESERVED: usize = 16;
 
 /// The transaction manager. Crate-internal; the public face is
-/// [`crate::thin_metadata::ThinMetadata`].
+/// [`crate::metadata::thin_metadata::ThinMetadata`].
 pub(crate) struct Tm<S: BlockStore, C: CacheMem = InlineCaches> {
     pub(crate) store: S,
     /// Metadata space map, current transaction.

@@ -103,8 +103,8 @@ impl IoError {
     /// The errno value (positive) behind this status.
     pub fn errno(self) -> i32 {
         match self {
-            IoError::Io => crate::dm_errno::EIO,
-            IoError::NoSpace => crate::dm_errno::ENOSPC,
+            IoError::Io => crate::dm::errno::EIO,
+            IoError::NoSpace => crate::dm::errno::ENOSPC,
         }
     }
 }
@@ -614,7 +614,7 @@ pub mod selftest {
         let c = s.no_space_timeout();
         let again = s.no_space_timeout();
         let mut raw = [0u8; 64];
-        let mut log = crate::dm_status_buf::StatusBuf::new(&mut raw);
+        let mut log = crate::dm::status_buf::StatusBuf::new(&mut raw);
         let _ = c.write_log(&mut log);
         let logged = log.as_bytes() == b"switching pool to out-of-data-space (error IO) mode";
         c.notify
@@ -645,7 +645,7 @@ pub mod selftest {
 mod tests {
     use super::selftest;
     use super::*;
-    use crate::dm_status_buf::StatusBuf;
+    use crate::dm::status_buf::StatusBuf;
 
     const T: u32 = 60;
 

@@ -11,9 +11,9 @@
 
 use core::{ffi::CStr, fmt};
 
-use crate::args::parse_kstrtoull;
-use crate::dm_errno::EINVAL;
-use crate::dm_status_buf::DevNum;
+use crate::dm::args::parse_kstrtoull;
+use crate::dm::errno::EINVAL;
+use crate::dm::status_buf::DevNum;
 
 /// Largest thin device id accepted by messages and the thin ctr (2^24 − 1).
 pub const MAX_DEV_ID: u32 = 16_777_215;
@@ -134,7 +134,7 @@ pub struct ThinTableLine {
 
 /// Writes `<pool maj:min> <dev id>[ <origin maj:min>]` (no trailing space).
 /// In FAIL mode the glue writes `Fail` instead (see
-/// [`crate::dm_status::write_thin_status`]).
+/// [`crate::dm::status::write_thin_status`]).
 pub fn write_thin_table<W: fmt::Write + ?Sized>(w: &mut W, t: &ThinTableLine) -> fmt::Result {
     write!(w, "{} {}", t.pool_dev, t.dev_id)?;
     if let Some(origin) = t.external_origin {
@@ -147,7 +147,7 @@ pub fn write_thin_table<W: fmt::Write + ?Sized>(w: &mut W, t: &ThinTableLine) ->
 #[cfg(any(test, feature = "selftest"))]
 pub mod selftest {
     use super::*;
-    use crate::dm_status_buf::StatusBuf;
+    use crate::dm::status_buf::StatusBuf;
 
     /// Two- and three-word forms parse; ids follow `read_dev_id`.
     pub fn parses_forms() -> bool {
@@ -205,7 +205,7 @@ pub mod selftest {
 mod tests {
     use super::selftest;
     use super::*;
-    use crate::dm_status_buf::StatusBuf;
+    use crate::dm::status_buf::StatusBuf;
 
     #[test]
     fn scenarios() {

@@ -32,13 +32,13 @@
 //!   reported as [`CoreError::Internal`] (it does not happen in practice; the
 //!   property tests exercise multi-bitmap devices).
 
-use crate::block_store::BlockStore;
-use crate::btree::TreeKind;
-use crate::checksum::BlockKind;
-use crate::codec::{get_u32, get_u64, put_u32, put_u64};
 use crate::core_error::{corrupt, CoreError, CoreResult, Corruption};
-use crate::superblock::SmRoot;
-use crate::tm::{CacheMem, Tm};
+use crate::metadata::superblock::SmRoot;
+use crate::pdata::block_store::BlockStore;
+use crate::pdata::btree::TreeKind;
+use crate::pdata::checksum::BlockKind;
+use crate::pdata::codec::{get_u32, get_u64, put_u32, put_u64};
+use crate::pdata::tm::{CacheMem, Tm};
 
 /// Entries (blocks) covered by one bitmap block.
 pub const ENTRIES_PER_BITMAP: u64 = 16_320;
@@ -181,7 +181,7 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
                 self.check_meta_block(root.bitmap_root)?;
                 let g = self.store.read(root.bitmap_root, BlockKind::Index)?;
                 let off = INDEX_ENTRIES_OFF + (i as usize) * INDEX_ENTRY_SIZE;
-                IndexEntry::decode(crate::codec::bytes(&g, off, INDEX_ENTRY_SIZE)?)?
+                IndexEntry::decode(crate::pdata::codec::bytes(&g, off, INDEX_ENTRY_SIZE)?)?
             }
             SmKind::Data => {
                 let v = self
@@ -210,7 +210,7 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
                 let off = INDEX_ENTRIES_OFF + (i as usize) * INDEX_ENTRY_SIZE;
                 {
                     let mut g = self.store.write(self.msm.bitmap_root, BlockKind::Index)?;
-                    crate::codec::bytes_mut(&mut g, off, INDEX_ENTRY_SIZE)?
+                    crate::pdata::codec::bytes_mut(&mut g, off, INDEX_ENTRY_SIZE)?
                         .copy_from_slice(&ie.encode());
                 }
                 // The write comes after any nested update (the index block
@@ -584,7 +584,8 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
             };
             let off = INDEX_ENTRIES_OFF + (i as usize) * INDEX_ENTRY_SIZE;
             let mut g = self.store.write(self.msm.bitmap_root, BlockKind::Index)?;
-            crate::codec::bytes_mut(&mut g, off, INDEX_ENTRY_SIZE)?.copy_from_slice(&ie.encode());
+            crate::pdata::codec::bytes_mut(&mut g, off, INDEX_ENTRY_SIZE)?
+                .copy_from_slice(&ie.encode());
         }
         self.msm.nr_blocks = new_nr;
         self.forget_cached();

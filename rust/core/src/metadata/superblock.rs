@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The thin-pool superblock (block 0) and the space-map root records (spec 2.2).
 
-use crate::codec::{bytes, bytes_mut, get_u32, get_u64, put_u32, put_u64, zero};
 use crate::core_error::{corrupt, CoreError, CoreResult, Corruption};
+use crate::pdata::codec::{bytes, bytes_mut, get_u32, get_u64, put_u32, put_u64, zero};
 
 /// `THIN_SUPERBLOCK_MAGIC`.
 pub const MAGIC: u64 = 27_022_010;

@@ -23,11 +23,11 @@
 
 use core::fmt;
 
-use crate::args::parse_kstrtoull;
-use crate::dm_errno::{EINVAL, EOPNOTSUPP};
-use crate::dm_pool_mode::PoolMode;
-use crate::dm_status_buf::BytesDisplay;
-use crate::dm_thin_table::parse_dev_id;
+use crate::dm::args::parse_kstrtoull;
+use crate::dm::errno::{EINVAL, EOPNOTSUPP};
+use crate::dm::pool_mode::PoolMode;
+use crate::dm::status_buf::BytesDisplay;
+use crate::dm::thin_table::parse_dev_id;
 
 /// A parsed pool message. Each variant keeps the argument words as given, for
 /// the log lines, which print them verbatim.
@@ -292,7 +292,7 @@ impl<'a> PoolMessage<'a> {
 #[cfg(any(test, feature = "selftest"))]
 pub mod selftest {
     use super::*;
-    use crate::dm_status_buf::StatusBuf;
+    use crate::dm::status_buf::StatusBuf;
 
     /// The six messages parse, names case-insensitive.
     pub fn parses_all() -> bool {
@@ -365,7 +365,7 @@ pub mod selftest {
 mod tests {
     use super::selftest;
     use super::*;
-    use crate::dm_status_buf::StatusBuf;
+    use crate::dm::status_buf::StatusBuf;
     use std::string::String;
     use std::vec::Vec;
 
@@ -534,8 +534,8 @@ mod tests {
     /// panic any of the interface parsers, and accepted input re-validates.
     #[test]
     fn no_panic_on_random_words() {
-        use crate::dm_pool_table::PoolTable;
-        use crate::dm_thin_table::{ThinTable, MAX_DEV_ID};
+        use crate::dm::pool_table::PoolTable;
+        use crate::dm::thin_table::{ThinTable, MAX_DEV_ID};
         const PIECES: [&[u8]; 12] = [
             b"create_thin",
             b"CREATE_SNAP",

@@ -11,14 +11,14 @@
 //! space map counts once but nothing references is a *leak* (space lost, no
 //! data at risk); every other difference is a bad reference count.
 
-use crate::block_store::BlockStore;
-use crate::btree::node;
-use crate::btree::TreeKind;
-use crate::checksum::BlockKind;
-use crate::codec::{get_u64, u64_of};
-use crate::space_map::{nr_bitmaps, IndexEntry, ENTRIES_PER_BITMAP, MAX_METADATA_BITMAPS};
-use crate::superblock::{SmRoot, Superblock};
-use crate::thin_metadata::DeviceDetails;
+use crate::metadata::superblock::{SmRoot, Superblock};
+use crate::metadata::thin_metadata::DeviceDetails;
+use crate::pdata::block_store::BlockStore;
+use crate::pdata::btree::node;
+use crate::pdata::btree::TreeKind;
+use crate::pdata::checksum::BlockKind;
+use crate::pdata::codec::{get_u64, u64_of};
+use crate::pdata::space_map::{nr_bitmaps, IndexEntry, ENTRIES_PER_BITMAP, MAX_METADATA_BITMAPS};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::format;
 use std::string::String;

@@ -9,14 +9,16 @@
 //! to the last commit (dm-thin does the same and switches the pool to
 //! read-only).
 
-use crate::block_store::BlockStore;
-use crate::btree::{TreeKind, Value};
-use crate::checksum::BlockKind;
-use crate::codec::{get_u32, get_u64, put_u32, put_u64};
 use crate::core_error::{corrupt, CoreError, CoreResult, Corruption};
-use crate::space_map::{self, IndexEntry, SmKind, ENTRIES_PER_BITMAP, MAX_METADATA_BLOCKS};
-use crate::superblock::{self, SmRoot, Superblock, FLAG_NEEDS_CHECK, SUPERBLOCK_LOCATION};
-use crate::tm::{CacheMem, InlineCaches, Tm};
+use crate::metadata::superblock::{
+    self, SmRoot, Superblock, FLAG_NEEDS_CHECK, SUPERBLOCK_LOCATION,
+};
+use crate::pdata::block_store::BlockStore;
+use crate::pdata::btree::{TreeKind, Value};
+use crate::pdata::checksum::BlockKind;
+use crate::pdata::codec::{get_u32, get_u64, put_u32, put_u64};
+use crate::pdata::space_map::{self, IndexEntry, SmKind, ENTRIES_PER_BITMAP, MAX_METADATA_BLOCKS};
+use crate::pdata::tm::{CacheMem, InlineCaches, Tm};
 
 /// Largest thin device id accepted by dm-thin's messages (24 bits).
 pub const MAX_DEV_ID: u64 = (1 << 24) - 1;
@@ -197,7 +199,7 @@ impl<S: BlockStore, C: CacheMem> ThinMetadata<S, C> {
                     none_free_before: if i == 0 { used as u32 } else { 0 },
                 };
                 let off = space_map::INDEX_ENTRIES_OFF + (i as usize) * space_map::INDEX_ENTRY_SIZE;
-                crate::codec::bytes_mut(&mut g, off, space_map::INDEX_ENTRY_SIZE)?
+                crate::pdata::codec::bytes_mut(&mut g, off, space_map::INDEX_ENTRY_SIZE)?
                     .copy_from_slice(&ie.encode());
             }
         }
@@ -918,7 +920,7 @@ impl<S: BlockStore, C: CacheMem> ThinMetadata<S, C> {
             .copy(SUPERBLOCK_LOCATION, h, BlockKind::Superblock)?;
         {
             let mut g = self.tm.store.write(h, BlockKind::Superblock)?;
-            crate::codec::zero(
+            crate::pdata::codec::zero(
                 &mut g,
                 superblock::off::DATA_SM_ROOT,
                 2 * superblock::SPACE_MAP_ROOT_SIZE,
@@ -963,7 +965,7 @@ impl<S: BlockStore, C: CacheMem> ThinMetadata<S, C> {
         self.existing(dev)?;
         let sub = self.subtree_root(dev)?;
         self.tm.btree_walk(sub, TreeKind::Mapping, &mut |k, v| {
-            f(k, Mapping::unpack(crate::codec::u64_of(v)?))
+            f(k, Mapping::unpack(crate::pdata::codec::u64_of(v)?))
         })
     }
 

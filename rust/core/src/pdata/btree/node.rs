@@ -5,9 +5,11 @@
 //! max_entries u32, value_size u32, padding u32), `keys[max_entries]` (u64)
 //! from byte 32, then `values[max_entries]` of `value_size` bytes.
 
-use crate::checksum::BLOCK_SIZE;
-use crate::codec::{bytes, bytes_mut, get_u32, get_u64, move_within, put_u32, put_u64, zero};
 use crate::core_error::{corrupt, CoreResult, Corruption};
+use crate::pdata::checksum::BLOCK_SIZE;
+use crate::pdata::codec::{
+    bytes, bytes_mut, get_u32, get_u64, move_within, put_u32, put_u64, zero,
+};
 
 /// Node flag: internal node.
 pub const INTERNAL: u32 = 1;
@@ -70,7 +72,7 @@ fn raw_header(buf: &[u8]) -> CoreResult<(u32, usize, usize, usize)> {
 }
 
 /// Structural validation of a node loaded from media, independent of the
-/// tree it belongs to (called by [`crate::checksum::verify`]): flags, entry
+/// tree it belongs to (called by [`crate::pdata::checksum::verify`]): flags, entry
 /// counts, that the entries fit in the block, and strictly increasing keys.
 pub fn check_structure(buf: &[u8]) -> CoreResult<()> {
     let (flags, nr, max, vs) = raw_header(buf)?;

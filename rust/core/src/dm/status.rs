@@ -10,17 +10,17 @@
 //! or exactly `Fail` (pool in FAIL mode) or `Error` (a metadata query
 //! failed). Thin INFO is `<mapped sectors> <highest mapped sector|->`, thin
 //! anything in FAIL mode is `Fail`. The table lines live in
-//! [`crate::dm_pool_table`] and [`crate::dm_thin_table`].
+//! [`crate::dm::pool_table`] and [`crate::dm::thin_table`].
 //!
 //! All writers take any [`core::fmt::Write`]; the glue passes a
-//! [`crate::dm_status_buf::StatusBuf`] over DM's `result`/`maxlen` buffer.
+//! [`crate::dm::status_buf::StatusBuf`] over DM's `result`/`maxlen` buffer.
 //! A `fmt::Error` means the buffer was too small (the prefix that fit is left
 //! in place, as DM core expects).
 
 use core::fmt;
 
-use crate::dm_pool_mode::PoolMode;
-use crate::dm_thin_table::{write_thin_table, ThinTableLine};
+use crate::dm::pool_mode::PoolMode;
+use crate::dm::thin_table::{write_thin_table, ThinTableLine};
 
 /// The status text for a pool in FAIL mode (and for thins of such a pool).
 pub const FAIL: &str = "Fail";
@@ -84,7 +84,7 @@ pub struct PoolInfo {
     /// The metadata needs_check flag.
     pub needs_check: bool,
     /// Metadata low-water threshold in blocks, see
-    /// [`crate::dm_pool_table::metadata_low_water_threshold`].
+    /// [`crate::dm::pool_table::metadata_low_water_threshold`].
     pub metadata_low_water: u64,
 }
 
@@ -177,7 +177,7 @@ pub fn write_thin_status<W: fmt::Write + ?Sized>(w: &mut W, s: &ThinStatus) -> f
 #[cfg(any(test, feature = "selftest"))]
 pub mod selftest {
     use super::*;
-    use crate::dm_status_buf::StatusBuf;
+    use crate::dm::status_buf::StatusBuf;
 
     /// The fresh pool of spec §1.6 (2 MiB metadata, 64 KiB blocks, 1 GiB).
     pub fn fresh_pool_example() -> PoolInfo {
@@ -282,7 +282,7 @@ pub mod selftest {
 mod tests {
     use super::selftest;
     use super::*;
-    use crate::dm_status_buf::{DevNum, StatusBuf};
+    use crate::dm::status_buf::{DevNum, StatusBuf};
     use std::string::String;
 
     fn pool(i: &PoolInfo) -> String {

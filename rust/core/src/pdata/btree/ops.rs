@@ -8,13 +8,13 @@
 //! No guard is held across a call that may allocate: nested space-map updates
 //! may touch the store at any time.
 
-use crate::block_store::BlockStore;
-use crate::btree::node::{self, Header};
-use crate::btree::{TreeKind, Value, MAX_DEPTH};
-use crate::checksum::BlockKind;
 use crate::core_error::{corrupt, CoreError, CoreResult, Corruption};
-use crate::space_map::SmKind;
-use crate::tm::{CacheMem, Tm};
+use crate::pdata::block_store::BlockStore;
+use crate::pdata::btree::node::{self, Header};
+use crate::pdata::btree::{TreeKind, Value, MAX_DEPTH};
+use crate::pdata::checksum::BlockKind;
+use crate::pdata::space_map::SmKind;
+use crate::pdata::tm::{CacheMem, Tm};
 
 /// Free entries a sibling needs to take entries from a full node instead of
 /// the node splitting (persistent-data's `SPACE_THRESHOLD`).
@@ -371,7 +371,7 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
             self.copy_entries(right, 0, left, a, k, kind)?;
             {
                 let mut g = self.store.write(left, BlockKind::Node)?;
-                crate::codec::put_u32(&mut g, 16, (a + k) as u32)?;
+                crate::pdata::codec::put_u32(&mut g, 16, (a + k) as u32)?;
             }
             let mut g = self.store.write(right, BlockKind::Node)?;
             let mut h = rh;
@@ -615,7 +615,7 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
     ) -> CoreResult<()> {
         const CHUNK: usize = 16;
         let mut kbuf = [0u8; CHUNK * 8];
-        let mut vbuf = [0u8; CHUNK * crate::btree::MAX_VALUE_SIZE];
+        let mut vbuf = [0u8; CHUNK * crate::pdata::btree::MAX_VALUE_SIZE];
         let mut done = 0;
         while done < n {
             let c = (n - done).min(CHUNK);
@@ -623,11 +623,11 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
                 let g = self.store.read(src, BlockKind::Node)?;
                 let h = node::check_allow_empty(&g, kind.value_size())?;
                 let kb = kbuf.get_mut(..c * 8).ok_or(corrupt(Corruption::Layout))?;
-                kb.copy_from_slice(crate::codec::bytes(&g, h.key_off(si + done), c * 8)?);
+                kb.copy_from_slice(crate::pdata::codec::bytes(&g, h.key_off(si + done), c * 8)?);
                 let vb = vbuf
                     .get_mut(..c * h.value_size)
                     .ok_or(corrupt(Corruption::Layout))?;
-                vb.copy_from_slice(crate::codec::bytes(
+                vb.copy_from_slice(crate::pdata::codec::bytes(
                     &g,
                     h.val_off(si + done),
                     c * h.value_size,
@@ -639,9 +639,9 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
             if h.value_size != vs || di + done + c > h.max_entries {
                 return Err(corrupt(Corruption::NodeHeader));
             }
-            crate::codec::bytes_mut(&mut g, h.key_off(di + done), c * 8)?
+            crate::pdata::codec::bytes_mut(&mut g, h.key_off(di + done), c * 8)?
                 .copy_from_slice(kbuf.get(..c * 8).ok_or(corrupt(Corruption::Layout))?);
-            crate::codec::bytes_mut(&mut g, h.val_off(di + done), c * vs)?
+            crate::pdata::codec::bytes_mut(&mut g, h.val_off(di + done), c * vs)?
                 .copy_from_slice(vbuf.get(..c * vs).ok_or(corrupt(Corruption::Layout))?);
             done += c;
         }
@@ -682,7 +682,7 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
             self.copy_entries(r, 0, l, a, b, kind)?;
             {
                 let mut g = self.store.write(l, BlockKind::Node)?;
-                crate::codec::put_u32(&mut g, 16, (a + b) as u32)?;
+                crate::pdata::codec::put_u32(&mut g, 16, (a + b) as u32)?;
             }
             {
                 let mut g = self.store.write(parent, BlockKind::Node)?;

@@ -16,10 +16,10 @@
 
 use core::{ffi::CStr, fmt};
 
-use crate::args::{parse_dm_arg_u32, parse_kstrtoull};
-use crate::dm_errno::EINVAL;
-use crate::dm_pool_mode::PoolMode;
-use crate::dm_status_buf::DevNum;
+use crate::dm::args::{parse_dm_arg_u32, parse_kstrtoull};
+use crate::dm::errno::EINVAL;
+use crate::dm::pool_mode::PoolMode;
+use crate::dm::status_buf::DevNum;
 
 /// Smallest data block size, in sectors (64 KiB).
 pub const DATA_BLOCK_SIZE_MIN_SECTORS: u32 = 128;
@@ -425,7 +425,7 @@ pub fn passdown_off(max_discard_sectors: u32, block_sectors: u32) -> Option<Pass
 #[cfg(any(test, feature = "selftest"))]
 pub mod selftest {
     use super::*;
-    use crate::dm_status_buf::StatusBuf;
+    use crate::dm::status_buf::StatusBuf;
 
     /// A plain four-word table parses with default features.
     pub fn parses_minimal() -> bool {
@@ -513,7 +513,7 @@ pub mod selftest {
 mod tests {
     use super::selftest;
     use super::*;
-    use crate::dm_status_buf::StatusBuf;
+    use crate::dm::status_buf::StatusBuf;
     use std::borrow::ToOwned;
     use std::string::String;
     use std::vec::Vec;
