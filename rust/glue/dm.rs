@@ -437,6 +437,7 @@ impl<'a> Args<'a> {
 }
 
 /// A device-mapper target type.
+#[vtable]
 pub(crate) trait TargetOps: Sized + Send + Sync + 'static {
     /// Target name when rthin registers under its own names.
     const NAME: &'static CStr;
@@ -452,20 +453,20 @@ pub(crate) trait TargetOps: Sized + Send + Sync + 'static {
     /// Routes one bio; must not sleep. A target that keeps the bio
     /// ([`Bio::defer`]) returns [`MapResult::Submitted`].
     fn map(&self, bio: Bio<'_>) -> MapResult;
-    /// Whether dm calls [`Self::end_io`] when a mapped bio completes.
-    const HAS_END_IO: bool = false;
     /// A bio this target mapped completed (any context but NMI: no
-    /// sleeping); its status is left as it is.
-    fn end_io(&self, _bio: &mut Bio<'_>) {}
+    /// sleeping); its status is left as it is. Optional: dm calls it only
+    /// for a target that implements it (`#[vtable]`'s `HAS_END_IO`).
+    fn end_io(&self, _bio: &mut Bio<'_>) {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
     /// Writes the status or table line; `noflush` is set for
     /// `dmsetup status --noflush`.
     fn status(&self, kind: StatusKind, noflush: bool, out: &mut StatusBuf<'_>) -> fmt::Result;
-    /// Whether the target takes messages (else dm answers "Target type does
-    /// not support messages").
-    const HAS_MESSAGE: bool = false;
     /// Handles `dmsetup message` (words as dm split them, name first).
+    /// Optional: a target without it has no `message` callback, and dm
+    /// answers "Target type does not support messages".
     fn message(&self, _words: &[&CStr]) -> Result {
-        Err(EINVAL)
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
     }
     /// Before the first I/O of a (re)loaded or resumed table.
     fn preresume(&self) -> Result {

@@ -73,6 +73,7 @@ impl Drop for Pool {
     }
 }
 
+#[vtable]
 impl TargetOps for Pool {
     const NAME: &'static CStr = c"rthin-pool";
     const COMPAT_NAME: &'static CStr = c"thin-pool";
@@ -81,7 +82,6 @@ impl TargetOps for Pool {
         | features::ALWAYS_WRITEABLE
         | features::IMMUTABLE
         | features::PASSES_CRYPTO;
-    const HAS_MESSAGE: bool = true;
 
     fn ctr(ti: &mut TargetCtx<'_>, args: &Args<'_>) -> Result<Self, CtrError> {
         let words = args.words();

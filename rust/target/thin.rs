@@ -46,6 +46,7 @@ pub(crate) struct Thin {
     _counters: Option<ThinCountersHold>,
 }
 
+#[vtable]
 impl TargetOps for Thin {
     const NAME: &'static CStr = c"rthin";
     const COMPAT_NAME: &'static CStr = c"thin";
@@ -145,8 +146,6 @@ impl TargetOps for Thin {
     fn map(&self, bio: Bio<'_>) -> MapResult {
         self.io.map(bio)
     }
-
-    const HAS_END_IO: bool = true;
 
     fn end_io(&self, bio: &mut Bio<'_>) {
         self.io.end_io(bio);
