@@ -81,6 +81,8 @@ pub(crate) trait Drain: Send + Sync + 'static {
 pub(crate) struct CpuSlot<T: Drain> {
     #[pin]
     work: Opaque<bindings::work_struct>,
+    /// The CPU's list: irq-safe, last in the lock order
+    /// (`Documentation/io-path.md`, "The rules of the I/O path").
     #[pin]
     bios: SpinLockIrq<BioList>,
     cpu: u32,

@@ -30,7 +30,7 @@
 //! it completes (`end_io`), so a freed block is passed down and reused only
 //! after the bios that could use it have completed; a durable bio completes
 //! only once a commit that covers this thin's changes is on stable storage.
-//! `Documentation/io-path.md` ("The rules that keep data safe") has the whole
+//! `Documentation/io-path.md` ("The rules of the I/O path") has the whole
 //! argument.
 //!
 //! **Invalidation.** Only workers and message handlers holding the pool lock
@@ -91,10 +91,12 @@ pub(crate) struct ThinIo {
     completed: CpuQueues<ThinIo>,
     /// Bios waiting for data space (out-of-data-space, queue policy), and
     /// whether a noflush suspend is under way (then dm takes them back).
+    /// 3rd in the lock order (`Documentation/io-path.md`, "The rules of the I/O path").
     #[pin]
     held: SpinLock<(BioList, bool)>,
     /// Bios that wait for the pool: for a free cell, or until freed data
-    /// blocks may be reused (`PoolState::reuse_state`).
+    /// blocks may be reused (`PoolState::reuse_state`). 3rd in the lock
+    /// order, as `held`.
     #[pin]
     waiters: SpinLock<BioList>,
     /// The pool's change generation of this device's last metadata change

@@ -89,10 +89,11 @@ pub(crate) mod selftest {
 /// A pool object shared by the pool's tables and its thin targets.
 #[pin_data(PinnedDrop)]
 pub(crate) struct PoolObj {
+    /// The pool mutex: 2nd in the lock order (`Documentation/io-path.md`, "The rules of the I/O path").
     #[pin]
     pub(super) state: Mutex<PoolState>,
     /// Signalled when the last in-flight provision ends or a committer is
-    /// done waiting.
+    /// done waiting (waits on `state`; committers: see the rules).
     #[pin]
     pub(super) settled: CondVar,
     /// The workers' queue.
@@ -115,7 +116,8 @@ pub(crate) struct PoolObj {
     /// `/sys/kernel/debug/rthin-<pool>/`: the pool's and its thins' counters.
     pub(super) debugfs: Dir,
     pub(super) _pool_file: Option<Pin<KBox<DebugFile<Arc<PoolFlags>>>>>,
-    /// The thin devices' counters files in `debugfs`.
+    /// The thin devices' counters files in `debugfs`. A leaf lock: taken
+    /// with no other held (`Documentation/io-path.md`, "The rules of the I/O path").
     #[pin]
     pub(super) thin_files: Mutex<KVec<ThinCountersEntry>>,
 }

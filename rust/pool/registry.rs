@@ -32,7 +32,7 @@ pub(crate) struct PoolEntry {
 
 global_list! {
     /// The pool objects of all pool tables, behind a global mutex (the pool
-    /// table lock). Module init calls `pools::init` before registering the
+    /// table lock, 1st in the lock order: `Documentation/io-path.md`, "The rules of the I/O path"). Module init calls `pools::init` before registering the
     /// targets.
     pub(crate) pools: PoolEntry
 }
