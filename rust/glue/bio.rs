@@ -14,7 +14,7 @@ use kernel::bindings;
 
 use super::{
     bindings as dm,
-    dm::{BdevHandle, DmDev},
+    device::{BdevHandle, DmDev},
     inflight::{IoToken, IoTracker},
 };
 use crate::dm::pool_mode::IoError;

@@ -66,7 +66,7 @@ use crate::{
     glue::{
         bio::{Bio, BioList, OwnedBio, Requeue},
         deferred::{CpuQueues, Drain, Lane},
-        dm::BdevHandle,
+        device::BdevHandle,
     },
     pool::{member::PoolMember, SharedPool, ThinCounters},
 };

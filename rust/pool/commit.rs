@@ -10,7 +10,7 @@ use kernel::{prelude::*, sync::MutexGuard};
 use super::{no_space_timeout_secs, PoolObj, PoolState};
 use crate::{
     core_error::CoreError, dm::errno::EINVAL, dm::pool_mode::PoolMode,
-    dm::pool_mode::PoolModeState, glue::dm::BdevHandle,
+    dm::pool_mode::PoolModeState, glue::device::BdevHandle,
 };
 
 /// Whether freed data blocks may be handed out again

@@ -35,9 +35,9 @@ use kernel::{
 
 use self::{cache::PoolCacheReader, stats::ThinCountersEntry};
 use crate::glue::{
-    deferred::IoQueue,
     inflight::{GpWaiter, IoTracker},
     kcopyd::Kcopyd,
+    queue::IoQueue,
     ticker::{Tick, Ticker},
 };
 

@@ -15,10 +15,11 @@ use crate::{
     dm::pool_table::{glue_errors, PoolFeatures},
     glue::{
         bufio::BufioStore,
-        deferred::IoQueue,
-        dm::{CtrError, DmDev, TableMd},
+        device::DmDev,
+        dm::{CtrError, TableMd},
         inflight::{GpWaiter, IoTracker},
         kcopyd::Kcopyd,
+        queue::IoQueue,
         ticker::Ticker,
     },
     metadata::thin_metadata::ThinMetadata,

@@ -10,7 +10,7 @@ use super::{member::PoolMember, PoolObj, PoolState, Reuse};
 use crate::{
     dm::block_geometry::BlockGeometry,
     glue::{
-        dm::BdevHandle,
+        device::BdevHandle,
         inflight::{GpCookie, GpDone, IoTracker},
     },
 };

@@ -11,7 +11,8 @@ use crate::{
     dm::errno::{EBUSY, EINVAL, ENOMEM},
     dm::pool_table::{glue_errors, PoolFeatures},
     glue::{
-        dm::{CtrError, DmDev, MdKey, TableMd},
+        device::{DmDev, MdKey},
+        dm::{CtrError, TableMd},
         global_list::global_list,
     },
 };

@@ -12,7 +12,7 @@ use crate::{
         metadata_dev_blocks, metadata_dev_too_big, metadata_low_water_threshold,
         METADATA_BLOCK_SECTORS, METADATA_MAX_SECTORS,
     },
-    glue::dm::BdevHandle,
+    glue::device::BdevHandle,
     pdata::block_store::BlockStore,
 };
 

@@ -19,7 +19,8 @@ use crate::{
     dm::pool_mode::{ModeChange, PoolMode, PoolModeState},
     dm::pool_table::PoolFeatures,
     glue::{
-        dm::{BdevHandle, TableMd, TableRef},
+        device::BdevHandle,
+        dm::{TableMd, TableRef},
         inflight::{GpCookie, IoTracker},
     },
 };

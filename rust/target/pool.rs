@@ -36,9 +36,10 @@ use crate::{
     dm::status_buf::StatusBuf,
     glue::{
         bio::Bio,
+        device::{DmDev, MdKey},
         dm::{
-            features, Args, CtrError, DmDev, MapResult, MdKey, QueueLimits, StatusKind, TableRef,
-            TargetCtx, TargetOps,
+            features, Args, CtrError, MapResult, QueueLimits, StatusKind, TableRef, TargetCtx,
+            TargetOps,
         },
     },
     pdata::block_store::BlockStore,

@@ -25,10 +25,8 @@ use crate::{
     dm::thin_table::{glue_errors, ThinTable, ThinTableLine},
     glue::{
         bio::Bio,
-        dm::{
-            features, Args, CtrError, DmDev, MapResult, QueueLimits, StatusKind, TargetCtx,
-            TargetOps,
-        },
+        device::DmDev,
+        dm::{features, Args, CtrError, MapResult, QueueLimits, StatusKind, TargetCtx, TargetOps},
     },
     io::{ThinIo, ThinIoConfig},
     pool::{registry::lookup, SharedPool, ThinCounters, ThinCountersHold},
