@@ -28,7 +28,7 @@ mod kunit;
 mod pool;
 mod target;
 
-use glue::dm::TargetType;
+use glue::target_type::TargetType;
 
 module! {
     type: Rthin,
