@@ -8,10 +8,8 @@
 //! dm-bufio validator callbacks), so the checksum function can be swapped there.
 
 use crate::core_error::{corrupt, CoreError, CoreResult, Corruption};
+pub use crate::pdata::codec::BLOCK_SIZE;
 use crate::pdata::codec::{get_u32, get_u64, put_u32, put_u64};
-
-/// Size of a metadata block in bytes.
-pub const BLOCK_SIZE: usize = 4096;
 
 const POLY: u32 = 0x82F6_3B78;
 

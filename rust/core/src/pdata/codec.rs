@@ -6,6 +6,9 @@
 
 use crate::core_error::{corrupt, CoreResult, Corruption};
 
+/// Size of a metadata block in bytes.
+pub const BLOCK_SIZE: usize = 4096;
+
 fn range(off: usize, len: usize) -> CoreResult<core::ops::Range<usize>> {
     let end = off.checked_add(len).ok_or(corrupt(Corruption::Layout))?;
     Ok(off..end)

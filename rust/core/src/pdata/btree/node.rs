@@ -6,7 +6,7 @@
 //! from byte 32, then `values[max_entries]` of `value_size` bytes.
 
 use crate::core_error::{corrupt, CoreResult, Corruption};
-use crate::pdata::checksum::BLOCK_SIZE;
+use crate::pdata::codec::BLOCK_SIZE;
 use crate::pdata::codec::{
     bytes, bytes_mut, get_u32, get_u64, move_within, put_u32, put_u64, zero,
 };
