@@ -6,7 +6,7 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | `target` | the two dm targets' callbacks: `rthin-pool` and `rthin` |
+//! | `targets` | the two dm targets' callbacks: `rthin-pool` and `rthin` |
 //! | `io` | the thin I/O path: map call, workers, provisioning |
 //! | `pool` | the pool object: state, commits, registry, cells, cache |
 //! | `glue` | every `unsafe` line: safe wrappers of the kernel's C APIs |
@@ -26,7 +26,7 @@ mod glue;
 mod io;
 mod kunit;
 mod pool;
-mod target;
+mod targets;
 
 use glue::target_type::TargetType;
 
@@ -50,8 +50,8 @@ module! {
 }
 
 struct Rthin {
-    _pool: TargetType<target::pool::Pool>,
-    _thin: TargetType<target::thin::Thin>,
+    _pool: TargetType<targets::pool::Pool>,
+    _thin: TargetType<targets::thin::Thin>,
 }
 
 impl kernel::Module for Rthin {
