@@ -10,7 +10,7 @@ use super::ThinIo;
 use crate::{
     dm::pool_mode::{BioAction, BioDir, IoError, PreparedMappingAction},
     glue::{
-        bio::{Fill, OwnedBio, Provision},
+        bio::{BioKind, BioList, Fill, OwnedBio, Provision},
         kcopyd::CopyFailed,
     },
     pool::{AllocFailure, PoolState, Reuse},
@@ -299,8 +299,45 @@ impl ThinIo {
             };
             counter.fetch_add(1, Ordering::Relaxed);
         }
+        let (remapped, parked) = match outcome {
+            Ok(()) => self.remap_parked(parked, data_block),
+            Err(_) => (BioList::new(), parked),
+        };
         self.pool.provision_done(st);
+        self.submit_remapped(remapped);
         self.requeue(parked);
         outcome
+    }
+
+    /// The bios that waited on a provision's cell, once its block is
+    /// mapped (under the pool lock that mapped it: the block is this
+    /// device's alone, and an unmapping waits for bios tracked now): reads
+    /// and writes are remapped into the block, as dm-thin issues a cell's
+    /// bios when its mapping goes in, instead of a second trip through a
+    /// worker. Bios that ask for durability go back to the deferred list
+    /// (they wait for a commit). Returns (remapped, requeued).
+    fn remap_parked(&self, mut parked: BioList, data_block: u64) -> (BioList, BioList) {
+        let (mut remapped, mut requeued) = (BioList::new(), BioList::new());
+        // (`pop` takes from the front: both lists keep the parking order.)
+        while let Some(mut bio) = parked.pop() {
+            let plain = {
+                let v = bio.view();
+                matches!(v.kind(), BioKind::Read | BioKind::Write) && !v.wants_durability()
+            };
+            if plain && self.remap(&mut bio, data_block).is_ok() {
+                self.track(&mut bio);
+                remapped.push(bio);
+            } else {
+                requeued.push(bio);
+            }
+        }
+        (remapped, requeued)
+    }
+
+    /// Submits bios [`Self::remap_parked`] remapped.
+    fn submit_remapped(&self, mut bios: BioList) {
+        while let Some(bio) = bios.pop() {
+            bio.submit();
+        }
     }
 }

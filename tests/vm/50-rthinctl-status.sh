@@ -59,7 +59,10 @@ expect_rc 0 "cpool" rthinctl watch --interval 0.2 --count 2
 [ "$(echo "$out" | grep -c cpool)" = 2 ] || fail "watch printed: $out"
 expect_rc 0 '"schema":"rthinctl.watch/1"' rthinctl --json watch cpool --interval 0.2 --count 2
 # A DM event (the pool switching to read-only) wakes watch before its 30 s
-# interval.
+# interval; only the pool whose own event counter moved is marked (not a
+# second, idle pool), and the time column is the local time of day.
+wipe /dev/ram0
+run dmsetup create opool --table "0 $(sectors /dev/ram1) thin-pool /dev/ram0 /dev/ram1 128 0"
 start=$(date +%s)
 (
 	sleep 2
@@ -67,9 +70,15 @@ start=$(date +%s)
 	dmsetup suspend cpool
 	dmsetup resume cpool
 ) &
-expect_rc 0 "yes" rthinctl watch cpool --interval 30 --count 2
+expect_rc 0 "yes" rthinctl watch cpool opool --interval 30 --count 2
 wait
 [ $(($(date +%s) - start)) -lt 20 ] || fail "watch did not wake on the DM event"
+last_event() { echo "$out" | awk -v p="$1" '$2 == p { e = $NF } END { print e }'; }
+[ "$(last_event cpool)" = yes ] || fail "cpool's event not marked: $out"
+[ "$(last_event opool)" = - ] || fail "idle opool marked with an event: $out"
+echo "$out" | awk '$2 == "opool" { print $1 }' | grep -qxE '[0-9]{2}:[0-9]{2}:[0-9]{2}' ||
+	fail "time column is not HH:MM:SS: $out"
+run dmsetup remove opool
 expect_rc 2 "CRITICAL: cpool: pool is read-only" rthinctl status --check cpool
 
 run dmsetup remove thin1

@@ -36,18 +36,6 @@ impl From<DmError> for DmErr {
     fn from(e: DmError) -> Self {
         let errno = match &e {
             DmError::Core(errors::Error::Ioctl(_, _, _, err)) => Some(**err as i32),
-            DmError::Core(errors::Error::ContextInit(text)) => {
-                // File::open's io::Error text; recover the common errnos.
-                if text.contains("ermission denied") {
-                    Some(nix::errno::Errno::EACCES as i32)
-                } else if text.contains("No such file") {
-                    Some(nix::errno::Errno::ENOENT as i32)
-                } else if text.contains("No such device") {
-                    Some(nix::errno::Errno::ENODEV as i32)
-                } else {
-                    None
-                }
-            }
             _ => None,
         };
         DmErr {
@@ -205,10 +193,26 @@ fn targets_of(v: Vec<(u64, u64, String, String)>) -> Vec<Target> {
         .collect()
 }
 
+/// The device-mapper control node.
+const CONTROL: &str = "/dev/mapper/control";
+
 impl DmTransport {
     /// Opens /dev/mapper/control.
     pub fn open() -> Result<Self, DmErr> {
-        Ok(Self { dm: DM::new()? })
+        DM::new().map(|dm| Self { dm }).map_err(|e| {
+            // The crate reports a failed open as text only: open the
+            // control node again to learn the errno.
+            let errno = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(CONTROL)
+                .err()
+                .and_then(|io| io.raw_os_error());
+            DmErr {
+                errno,
+                text: e.to_string(),
+            }
+        })
     }
 }
 

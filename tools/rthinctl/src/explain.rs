@@ -8,6 +8,8 @@
 
 use std::fmt;
 
+use nix::errno::Errno;
+
 use rthin_core::dm::errno::{
     EBUSY, EEXIST, EINVAL, EIO, ENODATA, ENOMEM, ENOSPC, EOPNOTSUPP, EPERM,
 };
@@ -35,11 +37,13 @@ pub mod exit {
     pub const CHECK_UNKNOWN: i32 = 3;
 }
 
-const ENOENT: i32 = 2;
-const ENXIO: i32 = 6;
-const EACCES: i32 = 13;
-const ENODEV: i32 = 19;
-const ENOTTY: i32 = 25;
+// The errnos of the ioctl path that the kernel's dm errno list (shared with
+// the module, `dm_errno`) does not name.
+const ENOENT: i32 = Errno::ENOENT as i32;
+const ENXIO: i32 = Errno::ENXIO as i32;
+const EACCES: i32 = Errno::EACCES as i32;
+const ENODEV: i32 = Errno::ENODEV as i32;
+const ENOTTY: i32 = Errno::ENOTTY as i32;
 
 /// An rthinctl failure: a sentence, an exit code, and optional extra lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,26 +91,12 @@ impl fmt::Display for Error {
 /// Result alias.
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// Short errno name for messages (`EEXIST`).
+/// Short errno name for messages (`EEXIST`), from nix's table.
 pub fn errno_name(e: i32) -> String {
-    let n = match e {
-        EPERM => "EPERM",
-        ENOENT => "ENOENT",
-        EIO => "EIO",
-        ENXIO => "ENXIO",
-        ENOMEM => "ENOMEM",
-        EACCES => "EACCES",
-        EBUSY => "EBUSY",
-        EEXIST => "EEXIST",
-        ENODEV => "ENODEV",
-        EINVAL => "EINVAL",
-        ENOTTY => "ENOTTY",
-        ENOSPC => "ENOSPC",
-        ENODATA => "ENODATA",
-        EOPNOTSUPP => "EOPNOTSUPP",
-        _ => return format!("errno {e}"),
-    };
-    n.to_string()
+    match Errno::from_raw(e) {
+        Errno::UnknownErrno => format!("errno {e}"),
+        n => format!("{n:?}"),
+    }
 }
 
 /// A pool message as rthinctl sends it.

@@ -191,8 +191,8 @@ pub fn resolve(arg: &str, list: &[(String, DevT)]) -> Result<String> {
             Ok(m) if m.file_type().is_block_device() => {
                 let r = m.rdev();
                 Some(DevT {
-                    major: (((r >> 32) & 0xffff_f000) | ((r >> 8) & 0xfff)) as u32,
-                    minor: (((r >> 12) & 0xffff_ff00) | (r & 0xff)) as u32,
+                    major: nix::sys::stat::major(r) as u32,
+                    minor: nix::sys::stat::minor(r) as u32,
                 })
             }
             Ok(_) => {

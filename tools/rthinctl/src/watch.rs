@@ -2,7 +2,9 @@
 //! `watch`: periodic no-flush status of pools with fill rate and time to
 //! full. Between samples it waits on the device-mapper event poll
 //! (DM_DEV_ARM_POLL + poll on /dev/mapper/control), so a low-water or mode
-//! change event prints a sample at once.
+//! change event prints a sample at once. The poll wakes for an event of any
+//! device; a pool is marked as having had one only if its own event counter
+//! moved since the last sample.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -114,7 +116,8 @@ pub fn watch(ctx: &Ctx, t: &dyn Transport, a: &WatchArgs) -> Result<i32> {
     let start = Instant::now();
     let mut rates: HashMap<String, (Rate, Rate)> = HashMap::new();
     let mut n = 0u64;
-    let mut event = false;
+    // Each pool's dm event counter at the last sample.
+    let mut events: HashMap<String, u32> = HashMap::new();
     let mut header_done = false;
     // Column widths so far: every sample's rows line up with the first's.
     let mut widths = Vec::new();
@@ -142,6 +145,7 @@ pub fn watch(ctx: &Ctx, t: &dyn Transport, a: &WatchArgs) -> Result<i32> {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
+        let local = chrono::Local::now().format("%H:%M:%S").to_string();
         let mut table = report::Table::new(&[
             ("TIME", false),
             ("POOL", false),
@@ -155,6 +159,9 @@ pub fn watch(ctx: &Ctx, t: &dyn Transport, a: &WatchArgs) -> Result<i32> {
             ("EVENT", false),
         ]);
         for p in &pools {
+            let event = events
+                .insert(p.name.clone(), p.info.event_nr)
+                .is_some_and(|before| before != p.info.event_nr);
             let (dr, mr) = rates.entry(p.name.clone()).or_default();
             let bb = p.block_bytes();
             let (d, m) = match &p.status {
@@ -189,7 +196,7 @@ pub fn watch(ctx: &Ctx, t: &dyn Transport, a: &WatchArgs) -> Result<i32> {
                     None => "-".into(),
                 };
                 table.push(vec![
-                    unix.to_string(),
+                    local.clone(),
                     p.name.clone(),
                     report::pool_state(p),
                     Pct(j.data.as_ref().and_then(|x| x.used_percent)).to_string(),
@@ -218,17 +225,13 @@ pub fn watch(ctx: &Ctx, t: &dyn Transport, a: &WatchArgs) -> Result<i32> {
         }
         // Wait for the interval, or less if a DM event arrives.
         let deadline = Instant::now() + interval;
-        event = false;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
             }
             match t.wait_event(left) {
-                Ok(true) => {
-                    event = true;
-                    break;
-                }
+                Ok(true) => break,
                 Ok(false) => {}
                 Err(_) => std::thread::sleep(left),
             }
