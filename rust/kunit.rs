@@ -4,7 +4,7 @@
 //! `rthin_core` runs every shared scenario of the core (the `selftest`
 //! functions that the host tests call too) under the kernel's compiler flags:
 //! overflow checks on, no floats, no allocation, kernel stack.
-//! `scripts/check-core-mounts.sh` fails if a scenario is missing here.
+//! `scripts/check-core-kunit.sh` fails if a scenario is missing here.
 
 use kernel::prelude::*;
 
@@ -12,172 +12,172 @@ use kernel::prelude::*;
 mod core_suite {
     #[test]
     fn args_parse_numbers() {
-        assert!(crate::args::selftest::parse_numbers());
+        assert!(crate::dm::args::selftest::parse_numbers());
     }
 
     #[test]
     fn args_cursor_walks_words() {
-        assert!(crate::args::selftest::cursor_walks_words());
+        assert!(crate::dm::args::selftest::cursor_walks_words());
     }
 
     #[test]
     fn args_kstrtoull_rules() {
-        assert!(crate::args::selftest::kstrtoull_rules());
+        assert!(crate::dm::args::selftest::kstrtoull_rules());
     }
 
     #[test]
     fn args_dm_arg_rules() {
-        assert!(crate::args::selftest::dm_arg_rules());
+        assert!(crate::dm::args::selftest::dm_arg_rules());
     }
 
     #[test]
     fn dm_message_parses_all() {
-        assert!(crate::dm_message::selftest::parses_all());
+        assert!(crate::dm::message::selftest::parses_all());
     }
 
     #[test]
     fn dm_message_errors() {
-        assert!(crate::dm_message::selftest::errors());
+        assert!(crate::dm::message::selftest::errors());
     }
 
     #[test]
     fn dm_message_log_lines() {
-        assert!(crate::dm_message::selftest::log_lines());
+        assert!(crate::dm::message::selftest::log_lines());
     }
 
     #[test]
     fn dm_pool_mode_mode_table() {
-        assert!(crate::dm_pool_mode::selftest::mode_table());
+        assert!(crate::dm::pool_mode::selftest::mode_table());
     }
 
     #[test]
     fn dm_pool_mode_out_of_data_space_round_trip() {
-        assert!(crate::dm_pool_mode::selftest::out_of_data_space_round_trip());
+        assert!(crate::dm::pool_mode::selftest::out_of_data_space_round_trip());
     }
 
     #[test]
     fn dm_pool_mode_no_space_timeout_flips_policy() {
-        assert!(crate::dm_pool_mode::selftest::no_space_timeout_flips_policy());
+        assert!(crate::dm::pool_mode::selftest::no_space_timeout_flips_policy());
     }
 
     #[test]
     fn dm_pool_mode_needs_check_and_fail_rules() {
-        assert!(crate::dm_pool_mode::selftest::needs_check_and_fail_rules());
+        assert!(crate::dm::pool_mode::selftest::needs_check_and_fail_rules());
     }
 
     #[test]
     fn dm_pool_table_parses_minimal() {
-        assert!(crate::dm_pool_table::selftest::parses_minimal());
+        assert!(crate::dm::pool_table::selftest::parses_minimal());
     }
 
     #[test]
     fn dm_pool_table_canonical_feature_order() {
-        assert!(crate::dm_pool_table::selftest::canonical_feature_order());
+        assert!(crate::dm::pool_table::selftest::canonical_feature_order());
     }
 
     #[test]
     fn dm_pool_table_error_strings() {
-        assert!(crate::dm_pool_table::selftest::error_strings());
+        assert!(crate::dm::pool_table::selftest::error_strings());
     }
 
     #[test]
     fn dm_pool_table_io_limits() {
-        assert!(crate::dm_pool_table::selftest::io_limits());
+        assert!(crate::dm::pool_table::selftest::io_limits());
     }
 
     #[test]
     fn dm_status_pool_fresh() {
-        assert!(crate::dm_status::selftest::pool_fresh());
+        assert!(crate::dm::status::selftest::pool_fresh());
     }
 
     #[test]
     fn dm_status_pool_odd_lines() {
-        assert!(crate::dm_status::selftest::pool_odd_lines());
+        assert!(crate::dm::status::selftest::pool_odd_lines());
     }
 
     #[test]
     fn dm_status_thin_lines() {
-        assert!(crate::dm_status::selftest::thin_lines());
+        assert!(crate::dm::status::selftest::thin_lines());
     }
 
     #[test]
     fn dm_status_truncated_status() {
-        assert!(crate::dm_status::selftest::truncated_status());
+        assert!(crate::dm::status::selftest::truncated_status());
     }
 
     #[test]
     fn dm_status_buf_fits_and_terminates() {
-        assert!(crate::dm_status_buf::selftest::fits_and_terminates());
+        assert!(crate::dm::status_buf::selftest::fits_and_terminates());
     }
 
     #[test]
     fn dm_status_buf_truncation_is_reported() {
-        assert!(crate::dm_status_buf::selftest::truncation_is_reported());
+        assert!(crate::dm::status_buf::selftest::truncation_is_reported());
     }
 
     #[test]
     fn dm_status_buf_exact_fit() {
-        assert!(crate::dm_status_buf::selftest::exact_fit());
+        assert!(crate::dm::status_buf::selftest::exact_fit());
     }
 
     #[test]
     fn dm_status_buf_tiny_buffers() {
-        assert!(crate::dm_status_buf::selftest::tiny_buffers());
+        assert!(crate::dm::status_buf::selftest::tiny_buffers());
     }
 
     #[test]
     fn dm_status_buf_displays() {
-        assert!(crate::dm_status_buf::selftest::displays());
+        assert!(crate::dm::status_buf::selftest::displays());
     }
 
     #[test]
     fn dm_thin_table_parses_forms() {
-        assert!(crate::dm_thin_table::selftest::parses_forms());
+        assert!(crate::dm::thin_table::selftest::parses_forms());
     }
 
     #[test]
     fn dm_thin_table_errors() {
-        assert!(crate::dm_thin_table::selftest::errors());
+        assert!(crate::dm::thin_table::selftest::errors());
     }
 
     #[test]
     fn dm_thin_table_table_lines() {
-        assert!(crate::dm_thin_table::selftest::table_lines());
+        assert!(crate::dm::thin_table::selftest::table_lines());
     }
 
     #[test]
     fn mapping_cache_publish_get_invalidate() {
-        assert!(crate::mapping_cache::selftest::publish_get_invalidate());
+        assert!(crate::metadata::mapping_cache::selftest::publish_get_invalidate());
     }
 
     #[test]
     fn mapping_cache_fills_and_evicts() {
-        assert!(crate::mapping_cache::selftest::fills_and_evicts());
+        assert!(crate::metadata::mapping_cache::selftest::fills_and_evicts());
     }
 
     #[test]
     fn mapping_cache_per_device_changes() {
-        assert!(crate::mapping_cache::selftest::per_device_changes());
+        assert!(crate::metadata::mapping_cache::selftest::per_device_changes());
     }
 
     #[test]
     fn mapping_cache_ranges_and_limits() {
-        assert!(crate::mapping_cache::selftest::ranges_and_limits());
+        assert!(crate::metadata::mapping_cache::selftest::ranges_and_limits());
     }
 
     #[test]
     fn dm_events_data_low_water_once() {
-        assert!(crate::dm_events::selftest::data_low_water_once());
+        assert!(crate::dm::events::selftest::data_low_water_once());
     }
 
     #[test]
     fn dm_events_metadata_low_water_edges() {
-        assert!(crate::dm_events::selftest::metadata_low_water_edges());
+        assert!(crate::dm::events::selftest::metadata_low_water_edges());
     }
 
     #[test]
     fn block_geometry_arithmetic() {
-        assert!(crate::block_geometry::selftest::arithmetic());
+        assert!(crate::dm::block_geometry::selftest::arithmetic());
     }
 
     /// Harness self-check: built only with `RTHIN_SELFCHECK_FAIL=kunit`, it
@@ -216,7 +216,7 @@ mod glue_suite {
 
     #[test]
     fn mapping_cache_under_rcu() {
-        assert!(crate::thin_io::selftest::cache_under_rcu());
+        assert!(crate::io::selftest::cache_under_rcu());
     }
 
     #[test]

@@ -2,66 +2,33 @@
 //! dm-rthin: thin provisioning and shared snapshots for device-mapper, with
 //! dm-thin's table lines, messages, status lines and on-disk metadata.
 //!
-//! Crate layout: the pure core (`rust/core/src`, also built and tested by
-//! cargo on the host) is mounted below module by module with `#[path]`, at
-//! the same paths as in its own crate, so `crate::` references agree in both
-//! builds. `glue` holds every `unsafe` line; `pool` and `thin` are the targets.
+//! Crate layout, top down (arrows point down only; see `README.md`):
+//!
+//! | module | what |
+//! |---|---|
+//! | `targets` | the two dm targets' callbacks: `rthin-pool` and `rthin` |
+//! | `io` | the thin I/O path: map call, workers, provisioning |
+//! | `pool` | the pool object: state, commits, registry, cells, cache |
+//! | `glue` | every `unsafe` line: safe wrappers of the kernel's C APIs |
+//! | `rthin_core` | the pure core (`rust/core/src`, also built and tested by cargo on the host) |
+//!
+//! The core is mounted as one module from its `lib.rs` (which forbids
+//! `unsafe`); its top-level modules are re-exported here so that its
+//! `crate::` paths resolve as in its own crate.
 
 use kernel::prelude::*;
 
-// ---- the pure core, shared with `rust/core/src/lib.rs` (keep the lists equal) ----
-#[path = "core/src/args.rs"]
-pub mod args;
-#[path = "core/src/block_geometry.rs"]
-pub mod block_geometry;
-#[path = "core/src/block_store.rs"]
-pub mod block_store;
-#[path = "core/src/btree/mod.rs"]
-pub mod btree;
-#[path = "core/src/checksum.rs"]
-pub mod checksum;
-#[path = "core/src/codec.rs"]
-pub mod codec;
-#[path = "core/src/core_error.rs"]
-pub mod core_error;
-#[path = "core/src/dm_errno.rs"]
-pub mod dm_errno;
-#[path = "core/src/dm_events.rs"]
-pub mod dm_events;
-#[path = "core/src/dm_message.rs"]
-pub mod dm_message;
-#[path = "core/src/dm_pool_mode.rs"]
-pub mod dm_pool_mode;
-#[path = "core/src/dm_pool_table.rs"]
-pub mod dm_pool_table;
-#[path = "core/src/dm_status.rs"]
-pub mod dm_status;
-#[path = "core/src/dm_status_buf.rs"]
-pub mod dm_status_buf;
-#[path = "core/src/dm_thin_table.rs"]
-pub mod dm_thin_table;
-#[path = "core/src/mapping_cache.rs"]
-pub mod mapping_cache;
-#[path = "core/src/space_map/mod.rs"]
-pub mod space_map;
-#[path = "core/src/superblock.rs"]
-pub mod superblock;
-#[path = "core/src/thin_metadata.rs"]
-pub mod thin_metadata;
-#[path = "core/src/tm.rs"]
-pub mod tm;
-// ---- end of core ----
+#[path = "core/src/lib.rs"]
+pub mod rthin_core;
+use rthin_core::{core_error, dm, metadata, pdata};
 
-mod cell_table;
-mod cpu_counter;
 mod glue;
+mod io;
 mod kunit;
 mod pool;
-mod pool_cache;
-mod thin;
-mod thin_io;
+mod targets;
 
-use glue::dm::TargetType;
+use glue::target_type::TargetType;
 
 module! {
     type: Rthin,
@@ -83,14 +50,14 @@ module! {
 }
 
 struct Rthin {
-    _pool: TargetType<pool::Pool>,
-    _thin: TargetType<thin::Thin>,
+    _pool: TargetType<targets::pool::Pool>,
+    _thin: TargetType<targets::thin::Thin>,
 }
 
 impl kernel::Module for Rthin {
     fn init(module: &'static ThisModule) -> Result<Self> {
         let compat = module_parameters::dm_thin_names.value();
-        glue::registry::init();
+        pool::registry::pools::init();
         let pool = TargetType::register(module, compat)?;
         let thin = TargetType::register(module, compat)?;
         pr_info!(

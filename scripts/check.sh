@@ -62,7 +62,8 @@ host_tests() {
 	step "rustfmt --check (kernel crate)" rustfmt --edition 2021 --check rust/rthin_main.rs || true
 	step "cargo clippy -D warnings" cargo clippy --workspace --all-targets --quiet -- -D warnings || true
 	step "cargo test" cargo test --workspace --quiet || true
-	step "core modules mounted identically in the kernel crate" "$RTHIN_ROOT/scripts/check-core-mounts.sh" || true
+	step "core mounted from lib.rs, its scenarios run by KUnit" "$RTHIN_ROOT/scripts/check-core-kunit.sh" || true
+	step "no unsafe outside rust/glue" "$RTHIN_ROOT/scripts/check-unsafe.sh" || true
 	phase_end "host tests (fmt, clippy, cargo test, core mounts)"
 }
 # The metadata core against thin-provisioning-tools (needs the sysroot).

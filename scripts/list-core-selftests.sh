@@ -3,8 +3,7 @@
 # Lists the core's shared scenarios (`pub fn NAME() -> bool` inside a
 # `pub mod selftest`) as MODULE::selftest::NAME, one per line.
 . "$(dirname "$0")/lib.sh"
-for f in "$RTHIN_ROOT"/rust/core/src/*.rs "$RTHIN_ROOT"/rust/core/src/*/*.rs; do
-	[ -f "$f" ] || continue
+find "$RTHIN_ROOT/rust/core/src" -name '*.rs' | sort | while read -r f; do
 	rel=${f#"$RTHIN_ROOT"/rust/core/src/}
 	mod=${rel%.rs}
 	mod=${mod%/mod}

@@ -14,10 +14,10 @@ use kernel::bindings;
 
 use super::{
     bindings as dm,
-    dm::{BdevHandle, DmDev},
+    device::{BdevHandle, DmDev},
     inflight::{IoToken, IoTracker},
 };
-use crate::dm_pool_mode::IoError;
+use crate::dm::pool_mode::IoError;
 
 /// What a bio asks for, as far as thin provisioning cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

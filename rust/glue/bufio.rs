@@ -6,7 +6,7 @@
 //! * **Validation on load.** Every buffer carries two bytes of dm-bufio aux
 //!   data ([`Aux`]). `alloc_callback` clears `validated` when dm-bufio sets a
 //!   buffer up for a block; the first typed read (any kind but `Raw`) verifies
-//!   the bytes with `checksum::verify` and records the kind they are valid
+//!   the bytes with `pdata::checksum::verify` and records the kind they are valid
 //!   as. A buffer we created or modified ourselves is valid as the kind we
 //!   wrote. A read as another kind verifies again (dm-block-manager refuses
 //!   it: "validator mismatch"), so a damaged pointer (say, a held root that
@@ -17,7 +17,7 @@
 //!   any time (cache pressure, its own work), so sealing cannot wait for
 //!   `flush`: the client's `write_callback`, which dm-bufio calls right
 //!   before it submits the write of a buffer, seals the bytes with
-//!   `checksum::seal` for the kind of the buffer's last write access (stored
+//!   `pdata::checksum::seal` for the kind of the buffer's last write access (stored
 //!   in the aux data).
 //! * **Dirty after modification.** A write guard marks its buffer dirty when
 //!   it is dropped, i.e. after the core has changed the bytes (as
@@ -39,9 +39,9 @@ use kernel::{bindings, error::from_err_ptr, prelude::*};
 
 use super::bindings as dm;
 use crate::{
-    block_store::BlockStore,
-    checksum::{seal, verify, BlockKind, BLOCK_SIZE},
     core_error::{CoreError, CoreResult},
+    pdata::block_store::BlockStore,
+    pdata::checksum::{seal, verify, BlockKind, BLOCK_SIZE},
 };
 
 /// Per-buffer state kept in dm-bufio's aux area.

@@ -12,7 +12,7 @@
 
 use core::{
     marker::PhantomPinned,
-    ptr::{self, NonNull},
+    ptr,
     sync::atomic::{AtomicPtr, Ordering},
 };
 use kernel::{bindings, cpu, new_spinlock_irq, prelude::*, sync::SpinLockIrq, types::Opaque};
@@ -20,41 +20,8 @@ use kernel::{bindings, cpu, new_spinlock_irq, prelude::*, sync::SpinLockIrq, typ
 use super::{
     bindings as dm,
     bio::{BioList, OwnedBio},
+    queue::IoQueue,
 };
-
-/// A workqueue for the I/O path (`WQ_MEM_RECLAIM`), destroyed on drop.
-pub(crate) struct IoQueue(NonNull<bindings::workqueue_struct>);
-
-// SAFETY: workqueues are used from any context; the kernel locks internally.
-unsafe impl Send for IoQueue {}
-// SAFETY: as above.
-unsafe impl Sync for IoQueue {}
-
-impl IoQueue {
-    /// Allocates a workqueue named `name`.
-    pub(crate) fn new(name: &CStr) -> Result<Self> {
-        // SAFETY: `name` is NUL-terminated; the shim returns a queue or NULL.
-        NonNull::new(unsafe { dm::rthin_alloc_io_workqueue(name.as_char_ptr()) })
-            .map(Self)
-            .ok_or(ENOMEM)
-    }
-}
-
-impl IoQueue {
-    /// The raw queue, for other glue that queues on it.
-    pub(super) fn raw(&self) -> *mut bindings::workqueue_struct {
-        self.0.as_ptr()
-    }
-}
-
-impl Drop for IoQueue {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new`; destroy drains queued work first. Work
-        // items of this queue live in objects that outlive it (they hold a
-        // reference on the pool that owns the queue).
-        unsafe { bindings::destroy_workqueue(self.0.as_ptr()) };
-    }
-}
 
 /// Which of its owner's lists a set of per-CPU lists is. An owner keeps
 /// work that may wait for other work (commits wait for provisions) apart
@@ -81,6 +48,8 @@ pub(crate) trait Drain: Send + Sync + 'static {
 pub(crate) struct CpuSlot<T: Drain> {
     #[pin]
     work: Opaque<bindings::work_struct>,
+    /// The CPU's list: irq-safe, last in the lock order
+    /// (`Documentation/io-path.md`, "The rules of the I/O path").
     #[pin]
     bios: SpinLockIrq<BioList>,
     cpu: u32,
@@ -173,14 +142,14 @@ impl<T: Drain> CpuQueues<T> {
     fn kick(&self, wq: &IoQueue, slot: &CpuSlot<T>) {
         // SAFETY: the queue and the slot's initialised work item are live;
         // queueing an already pending item is a no-op.
-        unsafe { bindings::queue_work_on(slot.cpu as i32, wq.0.as_ptr(), slot.work.get()) };
+        unsafe { bindings::queue_work_on(slot.cpu as i32, wq.raw(), slot.work.get()) };
     }
 
     /// Defers a bio on the current CPU's list and wakes that CPU's worker.
     pub(crate) fn push(&self, wq: &IoQueue, bio: OwnedBio) {
         let Some(slot) = self.slot_here() else {
             // Unreachable: the slice has at least one slot.
-            bio.complete(Some(crate::dm_pool_mode::IoError::Io));
+            bio.complete(Some(crate::dm::pool_mode::IoError::Io));
             return;
         };
         slot.bios.lock().push(bio);

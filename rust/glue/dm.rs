@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Safe device-mapper target wrappers.
 //!
-//! A target implements [`TargetOps`]; [`TargetType`] turns it into a
-//! registered `struct target_type` whose C callbacks are generic trampolines
-//! below. The trampolines own every pointer dm hands in: they check it, wrap it
+//! A target implements [`TargetOps`]; `target_type::TargetType` turns it
+//! into a registered `struct target_type` whose C callbacks are generic
+//! trampolines (`target_type.rs`). The trampolines own every pointer dm hands in: they check it, wrap it
 //! in a safe type and call the target. A target's private state is a
 //! `KBox<T>` kept in `ti->private` from a successful `ctr` until `dtr`.
 
@@ -16,15 +16,16 @@ use core::{
 use kernel::{
     bindings,
     error::to_result,
-    ffi::{c_char, c_int, c_uint, c_void},
+    ffi::{c_char, c_int, c_uint},
     prelude::*,
 };
 
 use super::{
     bindings as dm,
     bio::{Bio, PerBio},
+    device::{DmDev, MdKey},
 };
-use crate::dm_status_buf::{DevNum, StatusBuf};
+use crate::dm::status_buf::StatusBuf;
 
 /// How a map call disposed of a bio.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +39,7 @@ pub(crate) enum MapResult {
 }
 
 impl MapResult {
-    fn to_c(self) -> c_int {
+    pub(super) fn to_c(self) -> c_int {
         match self {
             // The DM_MAPIO_* values are small positive constants.
             Self::Remapped => dm::DM_MAPIO_REMAPPED as c_int,
@@ -59,12 +60,7 @@ pub(crate) enum StatusKind {
 
 /// dm's `DM_STATUS_NOFLUSH_FLAG` (drivers/md/dm.h, not in include/): the
 /// status request asks the target not to flush (`dmsetup status --noflush`).
-const DM_STATUS_NOFLUSH_FLAG: c_uint = 1 << 0;
-
-/// Identity of a mapped device (the pool's `struct mapped_device`), the key
-/// dm-thin uses to find a pool object from a thin's pool device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct MdKey(usize);
+pub(super) const DM_STATUS_NOFLUSH_FLAG: c_uint = 1 << 0;
 
 /// The mapped device a table belongs to: used for its identity and its name.
 ///
@@ -116,25 +112,6 @@ impl TableRef {
     }
 }
 
-/// A counted reference on the mapped device behind a block device
-/// (`dm_get_md`), dropped with `dm_put`.
-pub(crate) struct MdRef(NonNull<dm::mapped_device>);
-
-impl MdRef {
-    /// The key identifying this device.
-    pub(crate) fn key(&self) -> MdKey {
-        MdKey(self.0.as_ptr() as usize)
-    }
-}
-
-impl Drop for MdRef {
-    fn drop(&mut self) {
-        // SAFETY: the reference was taken by `dm_get_md` in `DmDev::get_md`
-        // and is dropped exactly once, here.
-        unsafe { dm::dm_put(self.0.as_ptr()) };
-    }
-}
-
 /// A constructor failure: the errno returned to dm and the message stored in
 /// `ti->error`, which dmsetup and the kernel log show to the user.
 #[derive(Debug, Clone, Copy)]
@@ -155,150 +132,10 @@ impl CtrError {
     }
 }
 
-/// A device opened through the table (`dm_get_device`), released on drop.
-pub(crate) struct DmDev {
-    ti: NonNull<dm::dm_target>,
-    dev: NonNull<dm::dm_dev>,
-}
-
-// SAFETY: a `dm_dev` is a reference-counted handle that dm lets any context use
-// until `dm_put_device`; `DmDev` only reads it and releases it once, in drop.
-unsafe impl Send for DmDev {}
-// SAFETY: as above; shared access only reads immutable fields.
-unsafe impl Sync for DmDev {}
-
-impl DmDev {
-    /// The block device, for remapping bios.
-    pub(crate) fn bdev(&self) -> *mut bindings::block_device {
-        // SAFETY: `dev` stays valid until drop (see `TargetCtx::get_device`).
-        unsafe { self.dev.as_ref().bdev }
-    }
-
-    /// The device number, as dm prints it in tables (`major:minor`).
-    pub(crate) fn devnum(&self) -> DevNum {
-        // SAFETY: `dev` is valid (see `bdev`) and so is its block device,
-        // whose `bd_dev` never changes.
-        let dev = unsafe { (*self.bdev()).bd_dev };
-        // dev_t packs 12 bits of major above 20 bits of minor (MINORBITS).
-        DevNum::new(dev >> 20, dev & 0xf_ffff)
-    }
-
-    /// A handle for workers (see [`BdevHandle`]).
-    pub(crate) fn handle(&self) -> Option<BdevHandle> {
-        NonNull::new(self.bdev()).map(BdevHandle)
-    }
-
-    /// The raw `dev_t`, for comparing devices.
-    pub(crate) fn dev_t(&self) -> u32 {
-        // SAFETY: as in `devnum`.
-        unsafe { (*self.bdev()).bd_dev }
-    }
-
-    /// The mapped device behind this device, if it is a dm device.
-    pub(crate) fn get_md(&self) -> Option<MdRef> {
-        // SAFETY: `dm_get_md` takes a plain device number and returns a
-        // counted reference (or NULL if no dm device has that number).
-        NonNull::new(unsafe { dm::dm_get_md(self.dev_t()) }).map(MdRef)
-    }
-
-    /// The largest discard the device takes, in sectors (0: it does not
-    /// discard), as `bdev_max_discard_sectors`.
-    pub(crate) fn max_discard_sectors(&self) -> u32 {
-        // SAFETY: the block device is open (see `bdev`).
-        unsafe { dm::rthin_bdev_max_discard_sectors(self.bdev()) }
-    }
-}
-
-impl Drop for DmDev {
-    fn drop(&mut self) {
-        // SAFETY: `dev` was obtained from `dm_get_device` on this `ti`, which
-        // outlives the target's private data, and is released only here.
-        unsafe { dm::dm_put_device(self.ti.as_ptr(), self.dev.as_ptr()) };
-    }
-}
-
-/// A block device's kernel name (see [`BdevHandle::name`]).
-pub(crate) struct BdevName(BdevHandle);
-
-impl kernel::fmt::Display for BdevName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let bdev = self.0.raw();
-        // SAFETY: the device is open (`BdevHandle`'s contract), so its gendisk
-        // and the NUL-terminated name in it stay valid and unchanged.
-        let disk_name = unsafe { &(*(*bdev).bd_disk).disk_name };
-        // SAFETY: as above.
-        let partno = unsafe { dm::rthin_bdev_partno(bdev) };
-        // The kernel's `c_char` is `u8` on every architecture.
-        let bytes: &[u8] = disk_name;
-        let len = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-        let name = core::str::from_utf8(&bytes[..len]).unwrap_or("?");
-        f.write_str(name)?;
-        if partno == 0 {
-            return Ok(());
-        }
-        // As `bdev_name` in lib/vsprintf.c: `nvme0n1` + 2 is `nvme0n1p2`.
-        if name.ends_with(|c: char| c.is_ascii_digit()) {
-            f.write_str("p")?;
-        }
-        write!(f, "{partno}")
-    }
-}
-
-/// A block device a target holds open through a [`DmDev`], by pointer, for
-/// code that runs while the target exists but cannot borrow the `DmDev`
-/// (workers). Whoever keeps a handle must stop using it before the `DmDev`
-/// goes (the thin target flushes its workers in its destructor).
-#[derive(Clone, Copy)]
-pub(crate) struct BdevHandle(NonNull<bindings::block_device>);
-
-// SAFETY: a block device may be used from any context while it is open.
-unsafe impl Send for BdevHandle {}
-// SAFETY: as above.
-unsafe impl Sync for BdevHandle {}
-
-impl BdevHandle {
-    /// The raw pointer, for dm-kcopyd regions and bios.
-    pub(crate) fn raw(self) -> *mut bindings::block_device {
-        self.0.as_ptr()
-    }
-
-    /// The device's size in sectors.
-    pub(crate) fn nr_sectors(self) -> u64 {
-        // SAFETY: the device is open (type doc).
-        unsafe { dm::rthin_bdev_nr_sectors(self.raw()) }
-    }
-
-    /// The device's kernel name for log lines, as `%pg` prints it (`dm-3`,
-    /// `loop0`, `sda1`, `nvme0n1p2`).
-    pub(crate) fn name(self) -> BdevName {
-        BdevName(self)
-    }
-
-    /// Flushes the device's volatile write cache (sleeps until done); the
-    /// negative errno on failure.
-    pub(crate) fn flush(self) -> Result<(), i32> {
-        // SAFETY: the device is open (type doc); the call sleeps, which its
-        // callers (workers, messages, the waker, suspend) may.
-        match unsafe { bindings::blkdev_issue_flush(self.raw()) } {
-            0 => Ok(()),
-            e => Err(e),
-        }
-    }
-
-    /// Discards `count` sectors at `sector` (sleeps until done).
-    pub(crate) fn discard(self, sector: u64, count: u64) -> Result {
-        // SAFETY: the device is open (type doc); the call sleeps, which the
-        // workers calling it may.
-        to_result(unsafe {
-            bindings::blkdev_issue_discard(self.raw(), sector, count, dm::RTHIN_GFP_NOIO)
-        })
-    }
-}
-
 /// The target being constructed, as seen by `TargetOps::ctr`.
 pub(crate) struct TargetCtx<'a> {
-    ti: NonNull<dm::dm_target>,
-    _borrow: PhantomData<&'a mut dm::dm_target>,
+    pub(super) ti: NonNull<dm::dm_target>,
+    pub(super) _borrow: PhantomData<&'a mut dm::dm_target>,
 }
 
 impl TargetCtx<'_> {
@@ -417,7 +254,7 @@ impl<'a> Args<'a> {
     /// # Safety
     /// `argv` must hold `argc` valid NUL-terminated strings that stay alive
     /// and unchanged for `'a`.
-    unsafe fn from_argv(argc: c_uint, argv: *mut *mut c_char) -> Result<Self> {
+    pub(super) unsafe fn from_argv(argc: c_uint, argv: *mut *mut c_char) -> Result<Self> {
         let argc = argc as usize;
         let mut words = KVec::with_capacity(argc, GFP_KERNEL)?;
         for i in 0..argc {
@@ -437,6 +274,7 @@ impl<'a> Args<'a> {
 }
 
 /// A device-mapper target type.
+#[vtable]
 pub(crate) trait TargetOps: Sized + Send + Sync + 'static {
     /// Target name when rthin registers under its own names.
     const NAME: &'static CStr;
@@ -452,20 +290,20 @@ pub(crate) trait TargetOps: Sized + Send + Sync + 'static {
     /// Routes one bio; must not sleep. A target that keeps the bio
     /// ([`Bio::defer`]) returns [`MapResult::Submitted`].
     fn map(&self, bio: Bio<'_>) -> MapResult;
-    /// Whether dm calls [`Self::end_io`] when a mapped bio completes.
-    const HAS_END_IO: bool = false;
     /// A bio this target mapped completed (any context but NMI: no
-    /// sleeping); its status is left as it is.
-    fn end_io(&self, _bio: &mut Bio<'_>) {}
+    /// sleeping); its status is left as it is. Optional: dm calls it only
+    /// for a target that implements it (`#[vtable]`'s `HAS_END_IO`).
+    fn end_io(&self, _bio: &mut Bio<'_>) {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
     /// Writes the status or table line; `noflush` is set for
     /// `dmsetup status --noflush`.
     fn status(&self, kind: StatusKind, noflush: bool, out: &mut StatusBuf<'_>) -> fmt::Result;
-    /// Whether the target takes messages (else dm answers "Target type does
-    /// not support messages").
-    const HAS_MESSAGE: bool = false;
     /// Handles `dmsetup message` (words as dm split them, name first).
+    /// Optional: a target without it has no `message` callback, and dm
+    /// answers "Target type does not support messages".
     fn message(&self, _words: &[&CStr]) -> Result {
-        Err(EINVAL)
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
     }
     /// Before the first I/O of a (re)loaded or resumed table.
     fn preresume(&self) -> Result {
@@ -492,7 +330,7 @@ pub(crate) trait TargetOps: Sized + Send + Sync + 'static {
 }
 
 /// The queue limits dm computed for a target's device, lent to `io_hints`.
-pub(crate) struct QueueLimits<'a>(&'a mut bindings::queue_limits);
+pub(crate) struct QueueLimits<'a>(pub(super) &'a mut bindings::queue_limits);
 
 impl QueueLimits<'_> {
     /// The largest read or write, in sectors.
@@ -539,345 +377,6 @@ pub(crate) mod features {
     pub(crate) const IMMUTABLE: u64 = dm::DM_TARGET_IMMUTABLE as u64;
     /// Inline encryption passes through.
     pub(crate) const PASSES_CRYPTO: u64 = dm::DM_TARGET_PASSES_CRYPTO as u64;
-}
-
-/// A registered target type for `T`; unregistered on drop.
-pub(crate) struct TargetType<T: TargetOps> {
-    raw: Pin<KBox<dm::target_type>>,
-    _ops: PhantomData<T>,
-}
-
-// SAFETY: after registration dm owns the `target_type` and only reads it; we
-// touch it again only to unregister, from module exit.
-unsafe impl<T: TargetOps> Send for TargetType<T> {}
-// SAFETY: as above; `&TargetType` gives no access to the raw structure.
-unsafe impl<T: TargetOps> Sync for TargetType<T> {}
-
-impl<T: TargetOps> TargetType<T> {
-    /// Registers the target with dm, under dm-thin's name if `compat`.
-    pub(crate) fn register(module: &'static ThisModule, compat: bool) -> Result<Self> {
-        // SAFETY: an all-zero `target_type` is valid: null names and callbacks
-        // and an empty (null) list head that `dm_register_target` initialises.
-        let mut tt: dm::target_type = unsafe { core::mem::zeroed() };
-        let name = if compat { T::COMPAT_NAME } else { T::NAME };
-        tt.name = name.as_char_ptr();
-        tt.module = module.as_ptr();
-        tt.version = T::VERSION;
-        tt.features = T::FEATURES;
-        tt.ctr = Some(ctr_trampoline::<T>);
-        tt.dtr = Some(dtr_trampoline::<T>);
-        tt.map = Some(map_trampoline::<T>);
-        if T::HAS_END_IO {
-            tt.end_io = Some(end_io_trampoline::<T>);
-        }
-        tt.status = Some(status_trampoline::<T>);
-        tt.iterate_devices = Some(iterate_devices_trampoline::<T>);
-        tt.io_hints = Some(io_hints_trampoline::<T>);
-        if T::HAS_MESSAGE {
-            tt.message = Some(message_trampoline::<T>);
-        }
-        tt.preresume = Some(preresume_trampoline::<T>);
-        tt.resume = Some(resume_trampoline::<T>);
-        tt.presuspend = Some(presuspend_trampoline::<T>);
-        tt.presuspend_undo = Some(presuspend_undo_trampoline::<T>);
-        tt.postsuspend = Some(postsuspend_trampoline::<T>);
-        let mut raw = KBox::pin(tt, GFP_KERNEL)?;
-        // SAFETY: `raw` is pinned and stays registered until `drop` below
-        // unregisters it, so dm never sees a dangling pointer.
-        let ret = unsafe { dm::dm_register_target(raw.as_mut().get_mut()) };
-        if let Err(e) = to_result(ret) {
-            if e == EBUSY {
-                pr_err!(
-                    "cannot register target {}: the name is taken (unload the module that holds it, e.g. dm-thin-pool, or load without dm_thin_names=1)\n",
-                    name.to_str().unwrap_or("?")
-                );
-            } else {
-                pr_err!(
-                    "cannot register target {}: error {}\n",
-                    name.to_str().unwrap_or("?"),
-                    e.to_errno()
-                );
-            }
-            return Err(e);
-        }
-        Ok(Self {
-            raw,
-            _ops: PhantomData,
-        })
-    }
-}
-
-impl<T: TargetOps> Drop for TargetType<T> {
-    fn drop(&mut self) {
-        // SAFETY: registered in `register`; module exit runs after every
-        // table using the target is gone (dm holds a module reference).
-        unsafe { dm::dm_unregister_target(self.raw.as_mut().get_mut()) };
-    }
-}
-
-/// Borrows the private state that `ctr_trampoline` stored.
-///
-/// # Safety
-/// `ti` must be a target of type `T` whose ctr succeeded and whose dtr has
-/// not run.
-unsafe fn private<'a, T: TargetOps>(ti: *mut dm::dm_target) -> &'a T {
-    // SAFETY: per the contract, `ti->private` holds `KBox<T>::into_raw`.
-    unsafe { &*(*ti).private.cast::<T>() }
-}
-
-/// dm's `ctr` callback for `T`.
-///
-/// # Safety
-/// Called by dm only: `ti` is a new target and `argv` holds `argc` valid C
-/// strings, all alive for the call.
-unsafe extern "C" fn ctr_trampoline<T: TargetOps>(
-    ti: *mut dm::dm_target,
-    argc: c_uint,
-    argv: *mut *mut c_char,
-) -> c_int {
-    let Some(ti) = NonNull::new(ti) else {
-        return EINVAL.to_errno();
-    };
-    let mut ctx = TargetCtx {
-        ti,
-        _borrow: PhantomData,
-    };
-    // SAFETY: dm passes `argc` valid strings in `argv`, alive for the whole
-    // ctr call, which bounds the `Args` lifetime.
-    let args = match unsafe { Args::from_argv(argc, argv) } {
-        Ok(args) => args,
-        Err(e) => return e.to_errno(),
-    };
-    match T::ctr(&mut ctx, &args) {
-        Ok(target) => match KBox::new(target, GFP_KERNEL) {
-            Ok(boxed) => {
-                // SAFETY: ctr has exclusive use of `ti`; the box is reclaimed
-                // in `dtr_trampoline`.
-                unsafe { (*ti.as_ptr()).private = KBox::into_raw(boxed).cast::<c_void>() };
-                0
-            }
-            Err(_) => {
-                set_error(ti, c"Cannot allocate target state");
-                ENOMEM.to_errno()
-            }
-        },
-        Err(e) => {
-            set_error(ti, e.message);
-            e.error.to_errno()
-        }
-    }
-}
-
-fn set_error(ti: NonNull<dm::dm_target>, message: &'static CStr) {
-    // dm reads `ti->error` after a failed ctr and never writes through it, so a
-    // static string is what it expects (the C targets do the same).
-    // SAFETY: ctr has exclusive use of `ti`.
-    unsafe { (*ti.as_ptr()).error = message.as_char_ptr().cast_mut() };
-}
-
-/// dm's `dtr` callback for `T`.
-///
-/// # Safety
-/// Called by dm only, once, after a successful `ctr` and with no bio in flight.
-unsafe extern "C" fn dtr_trampoline<T: TargetOps>(ti: *mut dm::dm_target) {
-    // SAFETY: dm calls dtr once, after a successful ctr, when no bio is in
-    // flight; `private` holds the box made by `ctr_trampoline`.
-    let boxed = unsafe { KBox::from_raw((*ti).private.cast::<T>()) };
-    drop(boxed);
-}
-
-/// dm's `map` callback for `T`.
-///
-/// # Safety
-/// Called by dm only, between `ctr` and `dtr`, with a bio lent for the call.
-unsafe extern "C" fn map_trampoline<T: TargetOps>(
-    ti: *mut dm::dm_target,
-    bio: *mut bindings::bio,
-) -> c_int {
-    let Some(raw) = NonNull::new(bio) else {
-        // A negative errno from map is a BUG() in dm: kill instead.
-        return MapResult::Kill.to_c();
-    };
-    // SAFETY: map only runs between ctr and dtr; dm lends us the bio
-    // exclusively until we return.
-    // dm keeps `per_io_data_size` bytes in front of every clone it maps.
-    let (target, bio) = unsafe {
-        let per_bio = (*ti).per_io_data_size as usize >= size_of::<PerBio>();
-        (private::<T>(ti), Bio::from_raw(raw, per_bio))
-    };
-    target.map(bio).to_c()
-}
-
-/// dm's `end_io` callback for `T` (set only if `T::HAS_END_IO`).
-///
-/// # Safety
-/// Called by dm only, between `ctr` and `dtr`, for a bio the target mapped,
-/// which is ours again until we return.
-unsafe extern "C" fn end_io_trampoline<T: TargetOps>(
-    ti: *mut dm::dm_target,
-    bio: *mut bindings::bio,
-    _error: *mut bindings::blk_status_t,
-) -> c_int {
-    if let Some(raw) = NonNull::new(bio) {
-        // SAFETY: as in `map_trampoline`: dm lends us the completed clone,
-        // with the same per-bio data, for the call.
-        let (target, mut bio) = unsafe {
-            let per_bio = (*ti).per_io_data_size as usize >= size_of::<PerBio>();
-            (private::<T>(ti), Bio::from_raw(raw, per_bio))
-        };
-        target.end_io(&mut bio);
-    }
-    dm::DM_ENDIO_DONE as c_int
-}
-
-/// dm's `status` callback for `T`.
-///
-/// # Safety
-/// Called by dm only, between `ctr` and `dtr`, with a writable `result` buffer
-/// of `maxlen` bytes.
-unsafe extern "C" fn status_trampoline<T: TargetOps>(
-    ti: *mut dm::dm_target,
-    status_type: dm::status_type_t,
-    status_flags: c_uint,
-    result: *mut c_char,
-    maxlen: c_uint,
-) {
-    let kind = match status_type {
-        dm::status_type_t_STATUSTYPE_INFO => StatusKind::Info,
-        dm::status_type_t_STATUSTYPE_TABLE => StatusKind::Table,
-        // IMA measurement status is not provided.
-        _ => return,
-    };
-    if result.is_null() || maxlen == 0 {
-        return;
-    }
-    // SAFETY: dm hands a writable buffer of `maxlen` bytes that nothing
-    // else touches during the call; status runs between ctr and dtr.
-    let (target, buf) = unsafe {
-        (
-            private::<T>(ti),
-            core::slice::from_raw_parts_mut(result.cast::<u8>(), maxlen as usize),
-        )
-    };
-    let mut out = StatusBuf::new(buf);
-    // A full buffer truncates the line, which is what dm does with DMEMIT;
-    // dm notices and retries with a larger buffer.
-    let _ = target.status(kind, status_flags & DM_STATUS_NOFLUSH_FLAG != 0, &mut out);
-}
-
-/// dm's `message` callback for `T`.
-///
-/// # Safety
-/// Called by dm only, between `ctr` and `dtr`, with `argc` valid C strings
-/// in `argv` for the call.
-unsafe extern "C" fn message_trampoline<T: TargetOps>(
-    ti: *mut dm::dm_target,
-    argc: c_uint,
-    argv: *mut *mut c_char,
-    _result: *mut c_char,
-    _maxlen: c_uint,
-) -> c_int {
-    // SAFETY: dm passes `argc` valid strings in `argv` that live for the
-    // whole call, which bounds the borrow.
-    let args = match unsafe { Args::from_argv(argc, argv) } {
-        Ok(args) => args,
-        Err(e) => return e.to_errno(),
-    };
-    // SAFETY: message runs between ctr and dtr.
-    let target = unsafe { private::<T>(ti) };
-    match target.message(args.words()) {
-        Ok(()) => 0,
-        Err(e) => e.to_errno(),
-    }
-}
-
-/// dm's `preresume` callback for `T`.
-///
-/// # Safety
-/// Called by dm only, between `ctr` and `dtr`.
-unsafe extern "C" fn preresume_trampoline<T: TargetOps>(ti: *mut dm::dm_target) -> c_int {
-    // SAFETY: called between ctr and dtr.
-    match unsafe { private::<T>(ti) }.preresume() {
-        Ok(()) => 0,
-        Err(e) => e.to_errno(),
-    }
-}
-
-/// dm's `resume` callback for `T`.
-///
-/// # Safety
-/// Called by dm only, between `ctr` and `dtr`.
-unsafe extern "C" fn resume_trampoline<T: TargetOps>(ti: *mut dm::dm_target) {
-    // SAFETY: called between ctr and dtr.
-    unsafe { private::<T>(ti) }.resume();
-}
-
-/// dm's `presuspend` callback for `T`.
-///
-/// # Safety
-/// Called by dm only, between `ctr` and `dtr`.
-unsafe extern "C" fn presuspend_trampoline<T: TargetOps>(ti: *mut dm::dm_target) {
-    // SAFETY: called between ctr and dtr; `dm_noflush_suspending` only
-    // reads the suspend flags of the target's device.
-    let (target, noflush) = unsafe { (private::<T>(ti), dm::dm_noflush_suspending(ti)) };
-    target.presuspend(noflush != 0);
-}
-
-/// dm's `presuspend_undo` callback for `T`.
-///
-/// # Safety
-/// Called by dm only, between `ctr` and `dtr`.
-unsafe extern "C" fn presuspend_undo_trampoline<T: TargetOps>(ti: *mut dm::dm_target) {
-    // SAFETY: called between ctr and dtr.
-    unsafe { private::<T>(ti) }.presuspend_undo();
-}
-
-/// dm's `postsuspend` callback for `T`.
-///
-/// # Safety
-/// Called by dm only, between `ctr` and `dtr`.
-unsafe extern "C" fn postsuspend_trampoline<T: TargetOps>(ti: *mut dm::dm_target) {
-    // SAFETY: called between ctr and dtr.
-    unsafe { private::<T>(ti) }.postsuspend();
-}
-
-/// dm's `io_hints` callback for `T`.
-///
-/// # Safety
-/// Called by dm only, between `ctr` and `dtr`, with the limits being built.
-unsafe extern "C" fn io_hints_trampoline<T: TargetOps>(
-    ti: *mut dm::dm_target,
-    limits: *mut bindings::queue_limits,
-) {
-    // SAFETY: called between ctr and dtr; dm lends the limits exclusively
-    // for the call.
-    let (target, limits) = unsafe { (private::<T>(ti), limits.as_mut()) };
-    if let Some(limits) = limits {
-        target.io_hints(&mut QueueLimits(limits));
-    }
-}
-
-/// dm's `iterate_devices` callback for `T`.
-///
-/// # Safety
-/// Called by dm only, between `ctr` and `dtr`, with a callout and its data.
-unsafe extern "C" fn iterate_devices_trampoline<T: TargetOps>(
-    ti: *mut dm::dm_target,
-    callout: dm::iterate_devices_callout_fn,
-    data: *mut c_void,
-) -> c_int {
-    let Some(callout) = callout else {
-        return 0;
-    };
-    // SAFETY: called between ctr and dtr with a valid target.
-    let (target, len) = unsafe { (private::<T>(ti), (*ti).len) };
-    let dev = target.device();
-    let Some(len) = target.device_len(len) else {
-        return 0;
-    };
-    // SAFETY: `callout` and `data` come from dm together; the device handle
-    // is live for the target's lifetime.
-    unsafe { callout(ti, dev.dev.as_ptr(), 0, len, data) }
 }
 
 /// Scenarios for the module's KUnit suite.

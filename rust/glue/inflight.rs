@@ -23,7 +23,7 @@ use core::{
 };
 use kernel::{bindings, error::to_result, prelude::*, types::Opaque};
 
-use super::{bindings as dm, deferred::IoQueue};
+use super::{bindings as dm, queue::IoQueue};
 
 /// An SRCU domain for the bios of one pool.
 #[pin_data(PinnedDrop)]

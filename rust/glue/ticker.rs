@@ -9,7 +9,7 @@ use core::{
 };
 use kernel::{bindings, prelude::*, time::msecs_to_jiffies, types::Opaque};
 
-use super::{bindings as dm, deferred::IoQueue};
+use super::{bindings as dm, queue::IoQueue};
 
 /// What a ticker calls.
 pub(crate) trait Tick: Send + Sync + 'static {

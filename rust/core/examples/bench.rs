@@ -9,7 +9,7 @@
 mod common;
 
 use common::{FileMedia, HostStore, MemMedia, Rng};
-use rthin_core::thin_metadata::ThinMetadata;
+use rthin_core::metadata::thin_metadata::ThinMetadata;
 use std::time::Instant;
 
 fn per_sec(n: u64, secs: f64) -> String {

@@ -22,12 +22,12 @@
 mod common;
 
 use common::{sealed_kind, HostStore, MemMedia, Rng, SharedImage};
-use rthin_core::btree::node;
-use rthin_core::checksum::{seal, BLOCK_SIZE};
-use rthin_core::codec::{get_u32, get_u64, put_u32, put_u64};
-use rthin_core::space_map::{bitmap_get, bitmap_set, IndexEntry, INDEX_ENTRIES_OFF};
-use rthin_core::superblock::{off, Superblock};
-use rthin_core::thin_metadata::{Mapping, ThinMetadata, MAX_DATA_BLOCK};
+use rthin_core::metadata::superblock::{off, Superblock};
+use rthin_core::metadata::thin_metadata::{Mapping, ThinMetadata, MAX_DATA_BLOCK};
+use rthin_core::pdata::btree::node;
+use rthin_core::pdata::checksum::{seal, BLOCK_SIZE};
+use rthin_core::pdata::codec::{get_u32, get_u64, put_u32, put_u64};
+use rthin_core::pdata::space_map::{bitmap_get, bitmap_set, IndexEntry, INDEX_ENTRIES_OFF};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -281,7 +281,7 @@ fn main() {
     let sb_cases: Vec<(&str, Box<[u8; BLOCK_SIZE]>)> = vec![
         (
             "magic+1",
-            sb_u64(off::MAGIC, rthin_core::superblock::MAGIC + 1),
+            sb_u64(off::MAGIC, rthin_core::metadata::superblock::MAGIC + 1),
         ),
         ("version=0", sb_u32(off::VERSION, 0)),
         ("version=3", sb_u32(off::VERSION, 3)),

@@ -12,7 +12,7 @@
 mod common;
 
 use common::{HostStore, MemMedia, Rng};
-use rthin_core::thin_metadata::ThinMetadata;
+use rthin_core::metadata::thin_metadata::ThinMetadata;
 
 type Md = ThinMetadata<HostStore<MemMedia>>;
 

@@ -18,9 +18,9 @@
 mod common;
 
 use common::{dump, FileMedia, FileStore, HostStore, MemMedia, MemStore, Rng};
-use rthin_core::block_store::BlockStore;
-use rthin_core::checker;
-use rthin_core::thin_metadata::ThinMetadata;
+use rthin_core::metadata::checker;
+use rthin_core::metadata::thin_metadata::ThinMetadata;
+use rthin_core::pdata::block_store::BlockStore;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;

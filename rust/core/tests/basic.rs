@@ -3,9 +3,9 @@
 mod common;
 
 use common::{mem_store, HostStore, MemMedia};
-use rthin_core::checker;
 use rthin_core::core_error::CoreError;
-use rthin_core::thin_metadata::ThinMetadata;
+use rthin_core::metadata::checker;
+use rthin_core::metadata::thin_metadata::ThinMetadata;
 
 #[test]
 fn format_open_empty() {
@@ -235,8 +235,8 @@ fn details_cache_eviction_commit_and_abort() {
 
 #[test]
 fn compat_ro_features_only_on_read_only_devices() {
-    use rthin_core::checksum::{seal, BlockKind};
-    use rthin_core::superblock::Superblock;
+    use rthin_core::metadata::superblock::Superblock;
+    use rthin_core::pdata::checksum::{seal, BlockKind};
     let mut md = ThinMetadata::format(mem_store(256), 128, 100).unwrap();
     md.create_thin(4).unwrap();
     md.commit().unwrap();

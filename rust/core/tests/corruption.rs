@@ -7,9 +7,9 @@
 mod common;
 
 use common::{sealed_kind, HostStore, MemMedia, Rng, SharedImage};
-use rthin_core::checksum::{seal, verify, BlockKind};
 use rthin_core::core_error::CoreError;
-use rthin_core::thin_metadata::ThinMetadata;
+use rthin_core::metadata::thin_metadata::ThinMetadata;
+use rthin_core::pdata::checksum::{seal, verify, BlockKind};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 const DATA: u64 = 400;
@@ -174,7 +174,7 @@ fn bit_flips_odd_blocks() {
 /// not make walks explode: the visit budget (metadata device size) stops them.
 #[test]
 fn dag_fanout_is_bounded() {
-    use rthin_core::btree::node;
+    use rthin_core::pdata::btree::node;
     let mut md = ThinMetadata::format(HostStore::new(MemMedia::new(64)), 128, 1000).unwrap();
     md.create_thin(0).unwrap();
     for v in 0..300 {

@@ -10,9 +10,9 @@
 mod common;
 
 use common::{dump, Devs, HostStore, MemMedia, Rng, RoMedia};
-use rthin_core::checker;
 use rthin_core::core_error::CoreError;
-use rthin_core::thin_metadata::ThinMetadata;
+use rthin_core::metadata::checker;
+use rthin_core::metadata::thin_metadata::ThinMetadata;
 
 #[derive(Clone, Debug, PartialEq)]
 struct State {
@@ -22,7 +22,7 @@ struct State {
     held: bool,
 }
 
-fn state<S: rthin_core::block_store::BlockStore>(md: &ThinMetadata<S>) -> State {
+fn state<S: rthin_core::pdata::block_store::BlockStore>(md: &ThinMetadata<S>) -> State {
     State {
         devs: dump(md),
         trans_id: md.transaction_id(),

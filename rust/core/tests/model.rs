@@ -6,9 +6,9 @@
 mod common;
 
 use common::{dump, Devs, HostStore, MemMedia, MemStore, Rng};
-use rthin_core::checker;
 use rthin_core::core_error::CoreError;
-use rthin_core::thin_metadata::{DeviceDetails, ThinMetadata};
+use rthin_core::metadata::checker;
+use rthin_core::metadata::thin_metadata::{DeviceDetails, ThinMetadata};
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Clone, Default, Debug, PartialEq)]

@@ -10,7 +10,7 @@ use std::fmt;
 
 use nix::errno::Errno;
 
-use rthin_core::dm_errno::{
+use rthin_core::dm::errno::{
     EBUSY, EEXIST, EINVAL, EIO, ENODATA, ENOMEM, ENOSPC, EOPNOTSUPP, EPERM,
 };
 
@@ -138,7 +138,7 @@ impl Msg {
     /// bad arguments is a usage error carrying dm-thin's own log text (so it
     /// never reaches the kernel); an unknown name stays [`Msg::Raw`].
     pub fn from_words(words: &[String]) -> Result<Msg> {
-        use rthin_core::dm_message::{MessageError, PoolMessage};
+        use rthin_core::dm::message::{MessageError, PoolMessage};
         match PoolMessage::parse(words) {
             Ok(m) => Ok(match m {
                 PoolMessage::CreateThin { dev_id, .. } => Msg::CreateThin(dev_id),

@@ -90,7 +90,7 @@ fn parse_id(s: &str) -> std::result::Result<IdArg, String> {
     if s == "auto" {
         return Ok(IdArg::Auto);
     }
-    rthin_core::dm_thin_table::parse_dev_id(s.as_bytes())
+    rthin_core::dm::thin_table::parse_dev_id(s.as_bytes())
         .map(IdArg::Num)
         .ok_or_else(|| {
             format!("invalid thin id {s:?}: a decimal number from 0 to 16777215 (or auto)")
@@ -98,7 +98,7 @@ fn parse_id(s: &str) -> std::result::Result<IdArg, String> {
 }
 
 fn parse_fixed_id(s: &str) -> std::result::Result<u32, String> {
-    rthin_core::dm_thin_table::parse_dev_id(s.as_bytes())
+    rthin_core::dm::thin_table::parse_dev_id(s.as_bytes())
         .ok_or_else(|| format!("invalid thin id {s:?}: a decimal number from 0 to 16777215"))
 }
 

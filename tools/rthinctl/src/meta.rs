@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Offline metadata: `meta ls|dump|check` on an inactive metadata device or
 //! an image file, read through the same core crate the kernel module uses
-//! (`rthin_core::thin_metadata::ThinMetadata` over a read-only block store).
+//! (`rthin_core::metadata::thin_metadata::ThinMetadata` over a read-only block store).
 //!
 //! A block device is opened exclusively (`O_EXCL`) and with `O_DIRECT`, so
 //! the metadata device of an active pool is refused (the kernel changes it
@@ -14,11 +14,11 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 
-use rthin_core::block_store::BlockStore;
-use rthin_core::checksum::{seal, verify, BlockKind, BLOCK_SIZE};
 use rthin_core::core_error::{CoreError, CoreResult};
-use rthin_core::superblock::MAGIC;
-use rthin_core::thin_metadata::{DeviceDetails, Mapping, ThinMetadata};
+use rthin_core::metadata::superblock::MAGIC;
+use rthin_core::metadata::thin_metadata::{DeviceDetails, Mapping, ThinMetadata};
+use rthin_core::pdata::block_store::BlockStore;
+use rthin_core::pdata::checksum::{seal, verify, BlockKind, BLOCK_SIZE};
 use serde::Serialize;
 
 use crate::explain::{exit, Error, Result};
@@ -230,7 +230,7 @@ impl FileStore {
         let live = self
             .read(0, BlockKind::Superblock)
             .map_err(|e| bad(format!("superblock: {e:?}")))?;
-        let held = rthin_core::superblock::Superblock::decode(&live)
+        let held = rthin_core::metadata::superblock::Superblock::decode(&live)
             .map_err(|e| bad(format!("superblock: {e:?}")))?
             .held_root;
         if held == 0 {
@@ -633,14 +633,14 @@ fn leak_lines(r: &CheckReport) -> Vec<String> {
 /// Runs the core's checker over `store` and judges as thin_check does.
 pub fn judge(path: &str, store: &FileStore, live: bool, ignore_leaks: bool) -> CheckReport {
     let rep = if live {
-        rthin_core::checker::examine_held(store)
+        rthin_core::metadata::checker::examine_held(store)
     } else {
-        rthin_core::checker::examine(store)
+        rthin_core::metadata::checker::examine(store)
     };
     let sb = store
         .read(0, BlockKind::Superblock)
         .ok()
-        .and_then(|g| rthin_core::superblock::Superblock::decode(&g).ok());
+        .and_then(|g| rthin_core::metadata::superblock::Superblock::decode(&g).ok());
     let leaked = !rep.data_leaks.is_empty() || !rep.meta_leaks.is_empty();
     let (verdict, code) = if !rep.errors.is_empty() {
         ("damaged", exit::REFUSED)
@@ -749,7 +749,7 @@ pub fn report_check(r: &CheckReport, quiet: bool, json: bool) -> Result<i32> {
     Ok(exit::OK)
 }
 
-/// `meta check`: the core's checker (`rthin_core::checker`, the one the
+/// `meta check`: the core's checker (`rthin_core::metadata::checker`, the one the
 /// core's property and crash tests use) walks the superblock, the details
 /// tree, every mapping tree, the held snapshot's trees and both space maps
 /// (every node read through the core's validators), recounts the references
@@ -773,7 +773,7 @@ pub fn check_with(path: &str, quiet: bool, ignore_leaks: bool, json: bool) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rthin_core::checksum::seal;
+    use rthin_core::pdata::checksum::seal;
     use std::collections::HashMap;
 
     /// A writable in-memory store, to build metadata images for the tests.
@@ -997,7 +997,7 @@ mod tests {
         patch_nodes(
             &path,
             |blk| {
-                let h = rthin_core::btree::node::check(blk, 16).ok();
+                let h = rthin_core::pdata::btree::node::check(blk, 16).ok();
                 let Some(h) = h.filter(|h| h.leaf && h.value_size == 16) else {
                     return false;
                 };
@@ -1027,7 +1027,7 @@ mod tests {
         patch_nodes(
             &path,
             |blk| {
-                let Some(h) = rthin_core::btree::node::check(blk, 16)
+                let Some(h) = rthin_core::pdata::btree::node::check(blk, 16)
                     .ok()
                     .filter(|h| h.leaf && h.value_size == 16)
                 else {
@@ -1063,14 +1063,14 @@ mod tests {
         patch_nodes(
             &path,
             |blk| {
-                let Some(h) = rthin_core::btree::node::check(blk, 8)
+                let Some(h) = rthin_core::pdata::btree::node::check(blk, 8)
                     .ok()
                     .filter(|h| h.leaf)
                 else {
                     return false;
                 };
-                let has9 =
-                    (0..h.nr_entries).any(|i| rthin_core::btree::node::key(blk, &h, i) == Ok(9));
+                let has9 = (0..h.nr_entries)
+                    .any(|i| rthin_core::pdata::btree::node::key(blk, &h, i) == Ok(9));
                 if has9 {
                     blk[200] ^= 0xff;
                     n += 1;

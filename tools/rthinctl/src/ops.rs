@@ -406,7 +406,7 @@ fn precheck(tg: &Target, msg: &Msg, expect_txn: Option<u64>) -> Result<()> {
         let mut e = explain_message(
             &tg.name,
             msg,
-            rthin_core::dm_errno::EOPNOTSUPP,
+            rthin_core::dm::errno::EOPNOTSUPP,
             &facts_of(&tg.pool),
         );
         e.text = format!("not sent: {why}; {}", e.text);
@@ -537,7 +537,7 @@ fn auto_ids(t: &dyn Transport, pool: DevT) -> Result<impl Iterator<Item = u32>> 
         .max()
         .map(|m| m.saturating_add(1))
         .unwrap_or(1);
-    Ok((start..=rthin_core::dm_thin_table::MAX_DEV_ID).take(AUTO_TRIES))
+    Ok((start..=rthin_core::dm::thin_table::MAX_DEV_ID).take(AUTO_TRIES))
 }
 
 /// How many ids `--id auto` tries before giving up.
@@ -803,7 +803,7 @@ pub fn set_transaction_id(
             return Err(explain_message(
                 &tg.name,
                 &msg,
-                rthin_core::dm_errno::EINVAL,
+                rthin_core::dm::errno::EINVAL,
                 &facts_of(&tg.pool),
             )
             .note("not sent: checked against the status before sending"));

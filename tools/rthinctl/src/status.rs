@@ -11,13 +11,13 @@
 //! `Fail`, `Error` and `-` are values, not errors.
 //!
 //! The table lines are parsed with the core crate's constructor parsers
-//! ([`rthin_core::dm_pool_table::PoolTable`], [`rthin_core::dm_thin_table::ThinTable`]):
+//! ([`rthin_core::dm::pool_table::PoolTable`], [`rthin_core::dm::thin_table::ThinTable`]):
 //! the kernel prints its table line in constructor syntax.
 
 use std::fmt;
 
-use rthin_core::dm_pool_table::PoolTable;
-use rthin_core::dm_thin_table::ThinTable;
+use rthin_core::dm::pool_table::PoolTable;
+use rthin_core::dm::thin_table::ThinTable;
 
 /// A status or table line that does not have the expected shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -372,8 +372,8 @@ pub fn parse_thin_table(line: &str) -> Result<ThinTableInfo, ParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rthin_core::dm_pool_mode::PoolMode;
-    use rthin_core::dm_status::{self as core_status, DiscardStatus, PoolInfo};
+    use rthin_core::dm::pool_mode::PoolMode;
+    use rthin_core::dm::status::{self as core_status, DiscardStatus, PoolInfo};
 
     fn working(line: &str) -> PoolUsage {
         match parse_pool_status(line) {
@@ -460,7 +460,7 @@ mod tests {
 
     #[test]
     fn round_trip_with_core_formatter() {
-        let base = rthin_core::dm_status::selftest::fresh_pool_example();
+        let base = rthin_core::dm::status::selftest::fresh_pool_example();
         let cases = [
             base,
             PoolInfo {

@@ -2,7 +2,7 @@
 //! Host-side test support (never mounted in the kernel): block stores over
 //! memory and files with dm-bufio-like caching, crash/tear injection and
 //! random early write-back; a deterministic PRNG. (The metadata checker that
-//! recomputes every reference count is the core's `rthin_core::checker`.)
+//! recomputes every reference count is the core's `rthin_core::metadata::checker`.)
 #![allow(
     dead_code,
     unreachable_pub,
@@ -11,9 +11,9 @@
     clippy::type_complexity
 )]
 
-use rthin_core::block_store::BlockStore;
-use rthin_core::checksum::{seal, verify, BlockKind, BLOCK_SIZE};
 use rthin_core::core_error::{CoreError, CoreResult};
+use rthin_core::pdata::block_store::BlockStore;
+use rthin_core::pdata::checksum::{seal, verify, BlockKind, BLOCK_SIZE};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -480,18 +480,18 @@ pub fn mem_store(nr_blocks: u64) -> MemStore {
 pub type Devs = BTreeMap<
     u64,
     (
-        rthin_core::thin_metadata::DeviceDetails,
+        rthin_core::metadata::thin_metadata::DeviceDetails,
         BTreeMap<u64, (u64, u32)>,
     ),
 >;
 
 /// Collects ordered BTreeMaps from the metadata (helper for comparisons).
 pub fn dump(
-    md: &rthin_core::thin_metadata::ThinMetadata<impl BlockStore>,
+    md: &rthin_core::metadata::thin_metadata::ThinMetadata<impl BlockStore>,
 ) -> BTreeMap<
     u64,
     (
-        rthin_core::thin_metadata::DeviceDetails,
+        rthin_core::metadata::thin_metadata::DeviceDetails,
         BTreeMap<u64, (u64, u32)>,
     ),
 > {
@@ -558,7 +558,7 @@ impl SharedImage {
     /// the reserve, snapshot 2 is deleted, thin 3 remaps its first 10 blocks
     /// and thin 0's transaction id becomes 9.
     pub fn build(&self) -> MemMedia {
-        use rthin_core::thin_metadata::ThinMetadata;
+        use rthin_core::metadata::thin_metadata::ThinMetadata;
         let store = HostStore::new(MemMedia::new(self.meta_blocks));
         let mut md = ThinMetadata::format(store, Self::BLOCK_SECTORS, self.data_blocks).unwrap();
         let mut rng = Rng::new(self.seed);

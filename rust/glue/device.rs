@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Devices a target uses: a device opened through the table ([`DmDev`],
+//! `dm_get_device`), a handle on its block device for workers
+//! ([`BdevHandle`]), and the identity of a mapped device ([`MdKey`],
+//! [`MdRef`]).
+
+use core::{fmt, ptr::NonNull};
+use kernel::{bindings, error::to_result, prelude::*};
+
+use super::bindings as dm;
+use crate::dm::status_buf::DevNum;
+
+/// Identity of a mapped device (the pool's `struct mapped_device`), the key
+/// dm-thin uses to find a pool object from a thin's pool device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MdKey(pub(super) usize);
+
+/// A counted reference on the mapped device behind a block device
+/// (`dm_get_md`), dropped with `dm_put`.
+pub(crate) struct MdRef(NonNull<dm::mapped_device>);
+
+impl MdRef {
+    /// The key identifying this device.
+    pub(crate) fn key(&self) -> MdKey {
+        MdKey(self.0.as_ptr() as usize)
+    }
+}
+
+impl Drop for MdRef {
+    fn drop(&mut self) {
+        // SAFETY: the reference was taken by `dm_get_md` in `DmDev::get_md`
+        // and is dropped exactly once, here.
+        unsafe { dm::dm_put(self.0.as_ptr()) };
+    }
+}
+
+/// A device opened through the table (`dm_get_device`), released on drop.
+pub(crate) struct DmDev {
+    pub(super) ti: NonNull<dm::dm_target>,
+    pub(super) dev: NonNull<dm::dm_dev>,
+}
+
+// SAFETY: a `dm_dev` is a reference-counted handle that dm lets any context use
+// until `dm_put_device`; `DmDev` only reads it and releases it once, in drop.
+unsafe impl Send for DmDev {}
+// SAFETY: as above; shared access only reads immutable fields.
+unsafe impl Sync for DmDev {}
+
+impl DmDev {
+    /// The block device, for remapping bios.
+    pub(crate) fn bdev(&self) -> *mut bindings::block_device {
+        // SAFETY: `dev` stays valid until drop (see `TargetCtx::get_device`).
+        unsafe { self.dev.as_ref().bdev }
+    }
+
+    /// The device number, as dm prints it in tables (`major:minor`).
+    pub(crate) fn devnum(&self) -> DevNum {
+        // SAFETY: `dev` is valid (see `bdev`) and so is its block device,
+        // whose `bd_dev` never changes.
+        let dev = unsafe { (*self.bdev()).bd_dev };
+        // dev_t packs 12 bits of major above 20 bits of minor (MINORBITS).
+        DevNum::new(dev >> 20, dev & 0xf_ffff)
+    }
+
+    /// A handle for workers (see [`BdevHandle`]).
+    pub(crate) fn handle(&self) -> Option<BdevHandle> {
+        NonNull::new(self.bdev()).map(BdevHandle)
+    }
+
+    /// The raw `dev_t`, for comparing devices.
+    pub(crate) fn dev_t(&self) -> u32 {
+        // SAFETY: as in `devnum`.
+        unsafe { (*self.bdev()).bd_dev }
+    }
+
+    /// The mapped device behind this device, if it is a dm device.
+    pub(crate) fn get_md(&self) -> Option<MdRef> {
+        // SAFETY: `dm_get_md` takes a plain device number and returns a
+        // counted reference (or NULL if no dm device has that number).
+        NonNull::new(unsafe { dm::dm_get_md(self.dev_t()) }).map(MdRef)
+    }
+
+    /// The largest discard the device takes, in sectors (0: it does not
+    /// discard), as `bdev_max_discard_sectors`.
+    pub(crate) fn max_discard_sectors(&self) -> u32 {
+        // SAFETY: the block device is open (see `bdev`).
+        unsafe { dm::rthin_bdev_max_discard_sectors(self.bdev()) }
+    }
+}
+
+impl Drop for DmDev {
+    fn drop(&mut self) {
+        // SAFETY: `dev` was obtained from `dm_get_device` on this `ti`, which
+        // outlives the target's private data, and is released only here.
+        unsafe { dm::dm_put_device(self.ti.as_ptr(), self.dev.as_ptr()) };
+    }
+}
+
+/// A block device's kernel name (see [`BdevHandle::name`]).
+pub(crate) struct BdevName(BdevHandle);
+
+impl kernel::fmt::Display for BdevName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bdev = self.0.raw();
+        // SAFETY: the device is open (`BdevHandle`'s contract), so its gendisk
+        // and the NUL-terminated name in it stay valid and unchanged.
+        let disk_name = unsafe { &(*(*bdev).bd_disk).disk_name };
+        // SAFETY: as above.
+        let partno = unsafe { dm::rthin_bdev_partno(bdev) };
+        // The kernel's `c_char` is `u8` on every architecture.
+        let bytes: &[u8] = disk_name;
+        let len = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        let name = core::str::from_utf8(&bytes[..len]).unwrap_or("?");
+        f.write_str(name)?;
+        if partno == 0 {
+            return Ok(());
+        }
+        // As `bdev_name` in lib/vsprintf.c: `nvme0n1` + 2 is `nvme0n1p2`.
+        if name.ends_with(|c: char| c.is_ascii_digit()) {
+            f.write_str("p")?;
+        }
+        write!(f, "{partno}")
+    }
+}
+
+/// A block device a target holds open through a [`DmDev`], by pointer, for
+/// code that runs while the target exists but cannot borrow the `DmDev`
+/// (workers). Whoever keeps a handle must stop using it before the `DmDev`
+/// goes (the thin target flushes its workers in its destructor).
+#[derive(Clone, Copy)]
+pub(crate) struct BdevHandle(NonNull<bindings::block_device>);
+
+// SAFETY: a block device may be used from any context while it is open.
+unsafe impl Send for BdevHandle {}
+// SAFETY: as above.
+unsafe impl Sync for BdevHandle {}
+
+impl BdevHandle {
+    /// The raw pointer, for dm-kcopyd regions and bios.
+    pub(crate) fn raw(self) -> *mut bindings::block_device {
+        self.0.as_ptr()
+    }
+
+    /// The device's size in sectors.
+    pub(crate) fn nr_sectors(self) -> u64 {
+        // SAFETY: the device is open (type doc).
+        unsafe { dm::rthin_bdev_nr_sectors(self.raw()) }
+    }
+
+    /// The device's kernel name for log lines, as `%pg` prints it (`dm-3`,
+    /// `loop0`, `sda1`, `nvme0n1p2`).
+    pub(crate) fn name(self) -> BdevName {
+        BdevName(self)
+    }
+
+    /// Flushes the device's volatile write cache (sleeps until done); the
+    /// negative errno on failure.
+    pub(crate) fn flush(self) -> Result<(), i32> {
+        // SAFETY: the device is open (type doc); the call sleeps, which its
+        // callers (workers, messages, the waker, suspend) may.
+        match unsafe { bindings::blkdev_issue_flush(self.raw()) } {
+            0 => Ok(()),
+            e => Err(e),
+        }
+    }
+
+    /// Discards `count` sectors at `sector` (sleeps until done).
+    pub(crate) fn discard(self, sector: u64, count: u64) -> Result {
+        // SAFETY: the device is open (type doc); the call sleeps, which the
+        // workers calling it may.
+        to_result(unsafe {
+            bindings::blkdev_issue_discard(self.raw(), sector, count, dm::RTHIN_GFP_NOIO)
+        })
+    }
+}

@@ -1,0 +1,333 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The I/O path of one thin target.
+//!
+//! **Map call (fast path).** A read, or a write to an unshared block, whose
+//! mapping is in the thin's mapping cache is remapped right in the map call:
+//! an in-flight read side of the pool's tracker, one `rcu_read_lock`, one
+//! atomic load, no pool lock, no sleeping, no worker hop. Shared blocks are
+//! remapped there too for reads. Everything else — cache misses,
+//! unprovisioned or shared blocks written, discards, flushes and
+//! PREFLUSH/FUA writes while a change of this thin is not yet on stable
+//! storage — goes to the per-CPU deferred list of the CPU it arrived on.
+//!
+//! **Workers.** A worker looks the block up in the metadata B-tree under the
+//! pool lock (it may sleep on dm-bufio), lets the pool's mode state machine
+//! decide what the bio needs (`dm::pool_mode::decide_bio`), and publishes the
+//! answer to the cache so later bios take the fast path. Provisioning and
+//! breaking sharing allocate a data block and hold a *cell* on the virtual
+//! block (later bios to it park on the cell), then start a kcopyd job that
+//! zeroes or copies the new block (or, for a write of the whole block,
+//! submit the write itself) and move on: the worker never waits for the
+//! data, so it keeps many provisions in flight. When the job or the write
+//! ends, the bio comes back on the thin's *completion lane* and only then is
+//! the mapping inserted: no mapping ever points at a block that does not yet
+//! hold the right data. Commits wait for those in-flight provisions
+//! (`PoolObj::lock_settled`), so a commit never records a block allocated but
+//! not yet mapped.
+//!
+//! **Durability and freed blocks.** Every bio remapped to a data block holds
+//! a read side of the pool's in-flight tracker from before its lookup until
+//! it completes (`end_io`), so a freed block is passed down and reused only
+//! after the bios that could use it have completed; a durable bio completes
+//! only once a commit that covers this thin's changes is on stable storage.
+//! `Documentation/io-path.md` ("The rules of the I/O path") has the whole
+//! argument.
+//!
+//! **Invalidation.** Only workers and message handlers holding the pool lock
+//! write the cache. A snapshot of the device marks its entries shared (reads
+//! stay on the fast path) and a metadata abort drops every entry; both then
+//! wait for an RCU grace period, after which no map call can still be using
+//! an old entry. A discard drops its entries and relies on the in-flight
+//! tracker instead.
+//!
+//! | file | what |
+//! |---|---|
+//! | `mod.rs` | [`ThinIo`]: its queues, held bios, waiters and change generation |
+//! | `map.rs` | the map call and its fast path; remapping and commits for durable bios |
+//! | `worker.rs` | the workers: lookups, the mode's decisions, holes, discards |
+//! | `provision.rs` | provisioning and breaking sharing, up to the mapping's insert |
+
+mod map;
+mod provision;
+mod worker;
+
+pub(crate) use map::selftest;
+
+use core::sync::atomic::{AtomicU64, Ordering};
+use kernel::{
+    new_spinlock,
+    prelude::*,
+    sync::{Arc, SpinLock},
+};
+
+use crate::{
+    dm::block_geometry::BlockGeometry,
+    dm::pool_mode::IoError,
+    glue::{
+        bio::{Bio, BioList, OwnedBio, Requeue},
+        deferred::{CpuQueues, Drain, Lane},
+        device::BdevHandle,
+    },
+    pool::{member::PoolMember, SharedPool, ThinCounters},
+};
+
+/// The I/O state of one thin target.
+#[pin_data]
+pub(crate) struct ThinIo {
+    /// The thin device id.
+    pub(crate) dev_id: u32,
+    pool: SharedPool,
+    /// The pool device, where remapped bios go (valid while the target lives:
+    /// the target flushes its workers before releasing the device).
+    pool_bdev: BdevHandle,
+    geometry: BlockGeometry,
+    /// The external origin, if the table names one.
+    origin: Option<ExternalOrigin>,
+    /// Bios deferred by the map call, and anything that may wait.
+    queues: CpuQueues<ThinIo>,
+    /// Completed whole-block writes of provisions: never wait on anything
+    /// but the pool lock, so the commits that wait for provisions (on the
+    /// other lane) always see them end.
+    completed: CpuQueues<ThinIo>,
+    /// Bios waiting for data space (out-of-data-space, queue policy), and
+    /// whether a noflush suspend is under way (then dm takes them back).
+    /// 3rd in the lock order (`Documentation/io-path.md`, "The rules of the I/O path").
+    #[pin]
+    held: SpinLock<(BioList, bool)>,
+    /// Bios that wait for the pool: for a free cell, or until freed data
+    /// blocks may be reused (`PoolState::reuse_state`). 3rd in the lock
+    /// order, as `held`.
+    #[pin]
+    waiters: SpinLock<BioList>,
+    /// The pool's change generation of this device's last metadata change
+    /// (`u64::MAX` once changes were lost to an aborted transaction): a
+    /// durable bio completes only once a commit covers it.
+    changed: AtomicU64,
+    pub(crate) counters: Arc<ThinCounters>,
+}
+
+/// A read-only device whose contents unprovisioned blocks show (dm-thin's
+/// external origin), up to its size.
+pub(crate) struct ExternalOrigin {
+    bdev: BdevHandle,
+    /// Its size in sectors, re-read at each resume (it may have changed).
+    sectors: AtomicU64,
+}
+
+impl ExternalOrigin {
+    /// How many sectors from `sector` on lie inside the origin.
+    fn sectors_from(&self, sector: u64) -> u64 {
+        self.sectors.load(Ordering::Relaxed).saturating_sub(sector)
+    }
+}
+
+/// What the pool tells a new thin about its configuration.
+pub(crate) struct ThinIoConfig {
+    pub(crate) dev_id: u32,
+    pub(crate) pool_bdev: BdevHandle,
+    pub(crate) geometry: BlockGeometry,
+    pub(crate) origin: Option<BdevHandle>,
+    /// The device's counters (shared with other targets of the device).
+    pub(crate) counters: Arc<ThinCounters>,
+    /// The change generation its durable bios depend on at first
+    /// (`PoolState::thin_changed_floor`).
+    pub(crate) changed: u64,
+}
+
+impl ThinIo {
+    /// Creates the I/O state; the caller registers it with the pool.
+    pub(crate) fn new(pool: SharedPool, cfg: ThinIoConfig) -> Result<Arc<Self>> {
+        let queues = CpuQueues::new(Lane::Deferred)?;
+        let completed = CpuQueues::new(Lane::Completed)?;
+        let io = Arc::pin_init(
+            pin_init!(ThinIo {
+                dev_id: cfg.dev_id,
+                pool,
+                pool_bdev: cfg.pool_bdev,
+                geometry: cfg.geometry,
+                origin: cfg.origin.map(|bdev| ExternalOrigin {
+                    bdev,
+                    sectors: AtomicU64::new(bdev.nr_sectors()),
+                }),
+                queues,
+                completed,
+                held <- new_spinlock!((BioList::new(), false), "rthin_held"),
+                waiters <- new_spinlock!(BioList::new(), "rthin_waiters"),
+                changed: AtomicU64::new(cfg.changed),
+                counters: cfg.counters,
+            }),
+            GFP_KERNEL,
+        )?;
+        io.queues.set_owner(&io);
+        io.completed.set_owner(&io);
+        Ok(io)
+    }
+
+    /// Re-reads the external origin's size (thin preresume, as dm-thin).
+    pub(crate) fn refresh_origin_size(&self) {
+        if let Some(o) = &self.origin {
+            o.sectors.store(o.bdev.nr_sectors(), Ordering::Relaxed);
+        }
+    }
+
+    /// Waits until no worker of this thin runs (the target is going away).
+    pub(crate) fn quiesce(&self) {
+        self.queues.flush();
+        self.completed.flush();
+        self.queues.flush();
+    }
+
+    /// Holds a bio until data space appears; during a noflush suspend, dm
+    /// takes it back instead.
+    fn hold(&self, bio: OwnedBio) {
+        let mut held = self.held.lock();
+        if held.1 {
+            drop(held);
+            bio.requeue_to_dm();
+        } else {
+            held.0.push(bio);
+        }
+    }
+
+    fn take_held(&self) -> BioList {
+        core::mem::take(&mut self.held.lock().0)
+    }
+
+    /// Hands the bios that waited for the pool back to the workers.
+    pub(crate) fn requeue_waiters(&self) {
+        self.requeue(core::mem::take(&mut *self.waiters.lock()));
+    }
+
+    /// Records a change of this device's metadata at generation `gen`.
+    pub(crate) fn note_change(&self, gen: u64) {
+        self.changed.fetch_max(gen, Ordering::AcqRel);
+    }
+
+    /// The metadata rolled back to the commit of generation `committed`: if
+    /// this device had changes after it, they are lost, and its durable bios
+    /// fail from now on.
+    pub(crate) fn changes_lost_after(&self, committed: u64) {
+        if self.changed.load(Ordering::Acquire) > committed {
+            self.changed.store(u64::MAX, Ordering::Release);
+        }
+    }
+
+    /// The change generation its durable bios depend on.
+    pub(crate) fn changed_gen(&self) -> u64 {
+        self.changed.load(Ordering::Acquire)
+    }
+
+    /// Changes of this device were lost to an aborted transaction.
+    pub(crate) fn changes_lost(&self) -> bool {
+        self.changed.load(Ordering::Acquire) == u64::MAX
+    }
+
+    /// Every change of this device is in a commit on stable storage.
+    fn changes_committed(&self) -> bool {
+        self.pool.flags.committed() >= self.changed.load(Ordering::Acquire)
+    }
+
+    /// The end of a bio this target mapped: ends its in-flight read side.
+    pub(crate) fn end_io(&self, bio: &mut Bio<'_>) {
+        if let Some(token) = bio.take_inflight() {
+            self.pool.tracker.exit(token);
+        }
+    }
+
+    /// Opens an in-flight read side for `bio`, before the mapping it will
+    /// use is looked up ([`IoTracker`]): held until the bio completes.
+    fn track(&self, bio: &mut OwnedBio) {
+        if let Some(token) = self.pool.tracker.enter() {
+            bio.track(&self.pool.tracker, token);
+        }
+    }
+
+    /// Hands the bios held for data space back to the workers.
+    pub(crate) fn requeue_held(&self) {
+        self.requeue(self.take_held());
+    }
+
+    /// Puts bios back on this CPU's deferred list.
+    fn requeue(&self, mut bios: BioList) {
+        self.queues.push_list(&self.pool.wq, &mut bios);
+    }
+
+    /// A noflush suspend begins (dm-thin's `do_noflush_start`): held bios,
+    /// and any the workers would hold from now on, go back to dm, which
+    /// reissues them after the resume, so the suspend does not wait for
+    /// space.
+    pub(crate) fn start_noflush_suspend(&self) {
+        let mut held = {
+            let mut h = self.held.lock();
+            h.1 = true;
+            core::mem::take(&mut h.0)
+        };
+        while let Some(bio) = held.pop() {
+            bio.requeue_to_dm();
+        }
+    }
+
+    /// The noflush suspend ended (resumed or cancelled).
+    pub(crate) fn end_noflush_suspend(&self) {
+        self.held.lock().1 = false;
+    }
+
+    /// Completes the bios held for data space with `error`.
+    pub(crate) fn error_held(&self, error: IoError) {
+        let mut held = self.take_held();
+        while let Some(bio) = held.pop() {
+            bio.complete(Some(error));
+        }
+    }
+}
+
+impl PoolMember for ThinIo {
+    fn dev_id(&self) -> u32 {
+        self.dev_id
+    }
+
+    fn error_held(&self, error: IoError) {
+        ThinIo::error_held(self, error);
+    }
+
+    fn requeue_held(&self) {
+        ThinIo::requeue_held(self);
+    }
+
+    fn requeue_waiters(&self) {
+        ThinIo::requeue_waiters(self);
+    }
+
+    fn note_change(&self, gen: u64) {
+        ThinIo::note_change(self, gen);
+    }
+
+    fn changes_lost_after(&self, committed: u64) {
+        ThinIo::changes_lost_after(self, committed);
+    }
+
+    fn changed_gen(&self) -> u64 {
+        ThinIo::changed_gen(self)
+    }
+}
+
+impl Requeue for ThinIo {
+    fn requeue_completed(&self, bio: OwnedBio) {
+        self.completed.push(&self.pool.wq, bio);
+    }
+}
+
+impl Drain for ThinIo {
+    fn drain(&self, lane: Lane, mut bios: BioList) {
+        while let Some(mut bio) = bios.pop() {
+            match lane {
+                Lane::Deferred => self.process(bio),
+                Lane::Completed => match bio.take_provision() {
+                    Some((provision, ok)) => self.finish_provision(bio, &provision, ok),
+                    // Nothing else is ever queued there.
+                    None => bio.complete(Some(IoError::Io)),
+                },
+            }
+        }
+    }
+}

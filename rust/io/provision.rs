@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Provisioning and breaking sharing: a cell on the virtual block, a new
+//! data block zeroed, copied or written whole, and the mapping inserted
+//! only once the block holds its data (on the completion lane).
+
+use core::sync::atomic::Ordering;
+use kernel::{prelude::*, sync::MutexGuard};
+
+use super::ThinIo;
+use crate::{
+    dm::pool_mode::{BioAction, BioDir, IoError, PreparedMappingAction},
+    glue::{
+        bio::{BioKind, BioList, Fill, OwnedBio, Provision},
+        kcopyd::CopyFailed,
+    },
+    pool::{AllocFailure, PoolState, Reuse},
+};
+
+/// How a partial write's new block gets its data ([`ThinIo::fill_plan`]).
+#[derive(Clone, Copy)]
+pub(super) enum FillPlan {
+    /// A copy of the shared block at sector `from` of the pool device.
+    Copy { from: u64 },
+    /// Zeroes.
+    Zero,
+    /// The external origin's `in_origin` sectors from its sector `begin`,
+    /// then zeroes for the rest if `zero_rest`.
+    Origin {
+        begin: u64,
+        in_origin: u64,
+        zero_rest: bool,
+    },
+    /// Nothing: the pool skips zeroing.
+    Nothing,
+}
+
+impl ThinIo {
+    /// Allocates a block for `vblock` and fills it: with the bio's own write
+    /// when the bio covers the whole block, else with zeroes or a copy of
+    /// `old` by kcopyd. Either way the worker moves on at once; the bio comes
+    /// back on the completion lane when the block holds its data, and the
+    /// mapping goes in then ([`Self::finish_provision`]).
+    pub(super) fn provision(
+        &self,
+        mut st: MutexGuard<'_, PoolState>,
+        mut bio: OwnedBio,
+        vblock: u64,
+        old: Option<u64>,
+        after_commit: bool,
+    ) {
+        if !st.cell_available(self.dev_id, vblock) {
+            // Pushed under the pool lock: the next `close_cell` requeues it.
+            self.waiters.lock().push(bio);
+            return;
+        }
+        match st.reuse_state() {
+            Reuse::Ready => {}
+            waiting => {
+                // The allocation may return a block freed before the last
+                // commit while a bio sent to it then is still in flight (or
+                // its discard not yet passed down): wait, without holding
+                // up this worker. Pushed under the pool lock, which the
+                // wakers take.
+                self.waiters.lock().push(bio);
+                st.wait_for_reuse();
+                drop(st);
+                if waiting == Reuse::AfterGracePeriod {
+                    self.pool.wake_after_grace_period();
+                }
+                return;
+            }
+        }
+        let data_block = match st.alloc_data_block(after_commit) {
+            Ok(b) => b,
+            Err(AllocFailure::CommitFirst) => {
+                drop(st);
+                let _ = self.pool.lock_settled().commit();
+                // Start over: the block may have been mapped meanwhile.
+                self.process_rw(bio, BioDir::Write, true);
+                return;
+            }
+            Err(AllocFailure::Refused(action)) => {
+                drop(st);
+                match action {
+                    BioAction::Queue => self.hold(bio),
+                    BioAction::Error(e) => bio.complete(Some(e)),
+                    _ => bio.complete(Some(IoError::Io)),
+                }
+                return;
+            }
+        };
+        // The pool's live features: a reload may change them.
+        let zero_new_blocks = st.features().zero_new_blocks;
+        let Some(epoch) = st.open_cell(self.dev_id, vblock) else {
+            st.release_data_block(data_block);
+            drop(st);
+            bio.complete(Some(IoError::Io));
+            return;
+        };
+        drop(st);
+
+        let whole = {
+            let v = bio.view();
+            self.geometry.covers_block(v.sector(), v.nr_sectors())
+        };
+        let mut provision = Provision {
+            vblock,
+            data_block,
+            epoch,
+            breaks_sharing: old.is_some(),
+            fill: Fill::Overwrite,
+        };
+        if whole {
+            if let Err(e) = self.remap(&mut bio, data_block) {
+                // Not filled: this frees the block and fails, as intended.
+                let _ = self.end_provision(&provision, false, None);
+                bio.complete(Some(e));
+                return;
+            }
+            match bio.submit_hooked(self, provision) {
+                Ok(()) => return,
+                // No per-bio data: fill the block as for a partial write.
+                Err(b) => bio = b,
+            }
+        }
+        provision.fill = Fill::Kcopyd;
+        let to = self.geometry.block_start(data_block).unwrap_or(0);
+        let plan = self.fill_plan(vblock, old, zero_new_blocks);
+        // A copy or a zeroing runs without the worker waiting for it.
+        if matches!(plan, FillPlan::Copy { .. } | FillPlan::Zero) {
+            match bio.into_fill_hook(self, provision) {
+                Ok(hook) => {
+                    let (pool, bs) = (self.pool_bdev.raw(), self.geometry.sectors());
+                    match plan {
+                        FillPlan::Copy { from } => {
+                            self.pool
+                                .kcopyd
+                                .copy_then((pool, from), (pool, to), bs, hook)
+                        }
+                        _ => self.pool.kcopyd.zero_then(pool, to, bs, hook),
+                    }
+                    return;
+                }
+                Err(b) => bio = b,
+            }
+        }
+        let filled = self.fill(plan, to).is_ok();
+        self.finish_fill(bio, &provision, filled);
+    }
+
+    /// How a partial write's new block gets its data: a copy of the shared
+    /// block `old`, else of the external origin's part of the block (the
+    /// rest zeroed), else zeroes (unless the pool skips zeroing).
+    pub(super) fn fill_plan(&self, vblock: u64, old: Option<u64>, zero: bool) -> FillPlan {
+        let bs = self.geometry.sectors();
+        if let Some(from_block) = old {
+            let from = self.geometry.block_start(from_block).unwrap_or(0);
+            return FillPlan::Copy { from };
+        }
+        let begin = self.geometry.block_start(vblock).unwrap_or(u64::MAX);
+        let in_origin = match &self.origin {
+            Some(origin) => origin.sectors_from(begin).min(bs),
+            None => 0,
+        };
+        match (in_origin, zero) {
+            (0, true) => FillPlan::Zero,
+            (0, false) => FillPlan::Nothing,
+            _ => FillPlan::Origin {
+                begin,
+                in_origin,
+                zero_rest: zero,
+            },
+        }
+    }
+
+    /// Carries out `plan` for the block at sector `to` of the pool device,
+    /// waiting for kcopyd.
+    pub(super) fn fill(&self, plan: FillPlan, to: u64) -> Result<(), CopyFailed> {
+        let bs = self.geometry.sectors();
+        let pool = self.pool_bdev.raw();
+        let kcopyd = &self.pool.kcopyd;
+        match plan {
+            FillPlan::Copy { from } => kcopyd.copy((pool, from), (pool, to), bs),
+            FillPlan::Zero => kcopyd.zero(pool, to, bs),
+            FillPlan::Nothing => Ok(()),
+            FillPlan::Origin {
+                begin,
+                in_origin,
+                zero_rest,
+            } => {
+                if let Some(origin) = &self.origin {
+                    kcopyd.copy((origin.bdev.raw(), begin), (pool, to), in_origin)?;
+                }
+                if zero_rest && in_origin < bs {
+                    kcopyd.zero(pool, to.saturating_add(in_origin), bs - in_origin)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A provision's bio came back on the completion lane: its whole-block
+    /// write or its kcopyd fill ended (`ok` if it succeeded).
+    /// Runs on the completion lane: it must not wait for other provisions,
+    /// so a commit the bio asks for is left to the deferred lane.
+    pub(super) fn finish_provision(&self, bio: OwnedBio, provision: &Provision, ok: bool) {
+        match provision.fill {
+            Fill::Overwrite => self.finish_overwrite(bio, provision, ok),
+            Fill::Kcopyd => self.finish_fill(bio, provision, ok),
+        }
+    }
+
+    /// A whole-block write of a provision completed: map the block, then let
+    /// the bio complete.
+    pub(super) fn finish_overwrite(&self, mut bio: OwnedBio, provision: &Provision, written: bool) {
+        match self.end_provision(provision, written, None) {
+            Ok(()) => {
+                let durable = bio.view().wants_durability();
+                if durable && !self.changes_committed() && bio.set_commit_then_finish() {
+                    self.queues.push(&self.pool.wq, bio);
+                } else {
+                    bio.finish();
+                }
+            }
+            // The write's own error stays on the bio.
+            Err(_) if !written => bio.finish(),
+            Err(e) => bio.complete(Some(e)),
+        }
+    }
+
+    /// The new block of a partial write was zeroed or copied (`filled`):
+    /// map it, then issue the bio into it.
+    pub(super) fn finish_fill(&self, mut bio: OwnedBio, provision: &Provision, filled: bool) {
+        if bio.view().wants_durability() {
+            // The deferred lane finds the block mapped, commits and submits.
+            match self.end_provision(provision, filled, None) {
+                Ok(()) => self.queues.push(&self.pool.wq, bio),
+                Err(e) => bio.complete(Some(e)),
+            }
+            return;
+        }
+        if let Err(e) = self.end_provision(provision, filled, Some(&mut bio)) {
+            bio.complete(Some(e));
+            return;
+        }
+        match self.remap(&mut bio, provision.data_block) {
+            Ok(()) => bio.submit(),
+            Err(e) => bio.complete(Some(e)),
+        }
+    }
+
+    /// Ends a provision: maps its data block if it was `filled` and the
+    /// pool still allows it (else frees it), publishes the mapping, releases
+    /// the cell and requeues the bios that parked on it. `to_submit`, the
+    /// bio about to be sent into the block, is tracked from here on.
+    pub(super) fn end_provision(
+        &self,
+        provision: &Provision,
+        filled: bool,
+        to_submit: Option<&mut OwnedBio>,
+    ) -> Result<(), IoError> {
+        let &Provision {
+            vblock,
+            data_block,
+            epoch,
+            breaks_sharing: copied,
+            ..
+        } = provision;
+        let mut st = self.pool.lock();
+        let parked = st.close_cell(self.dev_id, vblock);
+        let outcome = if !filled {
+            st.release_data_block(data_block);
+            Err(IoError::Io)
+        } else if st.epoch() != epoch {
+            // The metadata rolled back meanwhile: the block is no longer ours.
+            Err(st.mode_state().pool_io_error())
+        } else {
+            match st.mode_state().decide_prepared_mapping() {
+                PreparedMappingAction::Insert => {
+                    st.insert_mapping(self, vblock, data_block, copied)
+                }
+                PreparedMappingAction::Error(e) => {
+                    st.release_data_block(data_block);
+                    Err(e)
+                }
+            }
+        };
+        if outcome.is_ok() {
+            if let Some(bio) = to_submit {
+                // Under the lock that mapped the block: a later unmapping
+                // waits for this bio.
+                self.track(bio);
+            }
+            st.cache_new_mapping(self.dev_id, vblock, data_block);
+            let counter = if copied {
+                &self.counters.sharing_broken
+            } else {
+                &self.counters.provisioned
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        let (remapped, parked) = match outcome {
+            Ok(()) => self.remap_parked(parked, data_block),
+            Err(_) => (BioList::new(), parked),
+        };
+        self.pool.provision_done(st);
+        self.submit_remapped(remapped);
+        self.requeue(parked);
+        outcome
+    }
+
+    /// The bios that waited on a provision's cell, once its block is
+    /// mapped (under the pool lock that mapped it: the block is this
+    /// device's alone, and an unmapping waits for bios tracked now): reads
+    /// and writes are remapped into the block, as dm-thin issues a cell's
+    /// bios when its mapping goes in, instead of a second trip through a
+    /// worker. Bios that ask for durability go back to the deferred list
+    /// (they wait for a commit). Returns (remapped, requeued).
+    fn remap_parked(&self, mut parked: BioList, data_block: u64) -> (BioList, BioList) {
+        let (mut remapped, mut requeued) = (BioList::new(), BioList::new());
+        // (`pop` takes from the front: both lists keep the parking order.)
+        while let Some(mut bio) = parked.pop() {
+            let plain = {
+                let v = bio.view();
+                matches!(v.kind(), BioKind::Read | BioKind::Write) && !v.wants_durability()
+            };
+            if plain && self.remap(&mut bio, data_block).is_ok() {
+                self.track(&mut bio);
+                remapped.push(bio);
+            } else {
+                requeued.push(bio);
+            }
+        }
+        (remapped, requeued)
+    }
+
+    /// Submits bios [`Self::remap_parked`] remapped.
+    fn submit_remapped(&self, mut bios: BioList) {
+        while let Some(bio) = bios.pop() {
+            bio.submit();
+        }
+    }
+}

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The workers: what happens to a bio the map call deferred (a lookup under
+//! the pool lock, the mode's decision, a provision, a read of a hole, a
+//! discard).
+
+use kernel::prelude::*;
+
+use super::ThinIo;
+use crate::{
+    dm::pool_mode::{BioAction, BioDir, DiscardAction, IoError, Lookup, WorkItem},
+    glue::bio::{BioKind, OwnedBio},
+};
+
+impl ThinIo {
+    pub(super) fn process(&self, mut bio: OwnedBio) {
+        if bio.take_commit_then_finish() {
+            match self.commit_for(true) {
+                Ok(()) => bio.finish(),
+                Err(e) => bio.complete(Some(e)),
+            }
+            return;
+        }
+        match bio.view().kind() {
+            BioKind::Read => self.process_rw(bio, BioDir::Read, false),
+            BioKind::Write => self.process_rw(bio, BioDir::Write, false),
+            BioKind::EmptyFlush => match self.commit_for(true) {
+                Ok(()) => {
+                    bio.view().set_bdev(self.pool_bdev);
+                    bio.submit();
+                }
+                Err(e) => bio.complete(Some(e)),
+            },
+            BioKind::Discard => self.process_discard(bio),
+            BioKind::Other => bio.complete(Some(IoError::Io)),
+        }
+    }
+
+    /// A read or write; `after_commit` once a provision for it committed to
+    /// free space (see `PoolState::alloc_data_block`).
+    pub(super) fn process_rw(&self, bio: OwnedBio, dir: BioDir, after_commit: bool) {
+        let mut bio = bio;
+        let sector = bio.view().sector();
+        let vblock = self.geometry.block_of(sector);
+        let mut st = self.pool.lock_unblocked();
+        let mut bio = match st.try_park(self.dev_id, vblock, bio) {
+            Ok(()) => return,
+            Err(bio) => bio,
+        };
+        let found = match st.lookup_and_cache(self.dev_id, vblock) {
+            Ok(found) => found,
+            Err(_) => {
+                drop(st);
+                bio.complete(Some(IoError::Io));
+                return;
+            }
+        };
+        let lookup = match found {
+            None => Lookup::Unmapped,
+            Some(r) => Lookup::Mapped { shared: r.shared },
+        };
+        match (
+            st.mode_state().decide_bio(WorkItem::Cell, dir, lookup),
+            found,
+        ) {
+            (BioAction::Remap, Some(r)) => {
+                let data_block = r.mapping.data_block;
+                // Under the lock the lookup was made under: an unmapping of
+                // the block comes after, and waits for the bio.
+                self.track(&mut bio);
+                drop(st);
+                let durable = bio.view().wants_durability();
+                self.commit_and_submit(bio, durable, data_block);
+            }
+            (BioAction::ReadHole, _) => {
+                drop(st);
+                self.read_hole(bio);
+            }
+            (BioAction::Provision | BioAction::BreakSharing, _) => {
+                let old = found.map(|r| r.mapping.data_block);
+                self.provision(st, bio, vblock, old, after_commit);
+            }
+            (BioAction::Queue, _) => {
+                drop(st);
+                self.hold(bio);
+            }
+            (BioAction::Error(e), _) => {
+                drop(st);
+                bio.complete(Some(e));
+            }
+            // Remap of a hole: only empty writes, which never get here.
+            (BioAction::Remap, None) => {
+                drop(st);
+                bio.complete(None);
+            }
+        }
+    }
+
+    /// A read of an unprovisioned block: from the external origin where it
+    /// reaches, zeroes elsewhere.
+    pub(super) fn read_hole(&self, mut bio: OwnedBio) {
+        let sector = bio.view().sector();
+        let in_origin = self.origin.as_ref().map_or(0, |o| o.sectors_from(sector));
+        bio.zero_fill();
+        match &self.origin {
+            Some(origin) if in_origin > 0 => {
+                // Like dm-thin: read what the origin has, the tail stays
+                // zero-filled.
+                let mut v = bio.view();
+                if v.nr_sectors() > in_origin {
+                    v.truncate(in_origin);
+                }
+                v.set_bdev(origin.bdev);
+                bio.submit();
+            }
+            _ => bio.complete(None),
+        }
+    }
+
+    pub(super) fn process_discard(&self, mut bio: OwnedBio) {
+        let (sector, nr_sectors) = {
+            let v = bio.view();
+            (v.sector(), v.nr_sectors())
+        };
+        let (first, end) = self.geometry.whole_blocks(sector, nr_sectors);
+        let mut st = self.pool.lock_unblocked();
+        match st.mode_state().decide_discard(WorkItem::Bio) {
+            DiscardAction::Process => {}
+            DiscardAction::Ignore => {
+                drop(st);
+                bio.complete(None);
+                return;
+            }
+            DiscardAction::Error(e) => {
+                drop(st);
+                bio.complete(Some(e));
+                return;
+            }
+        }
+        let mut passdown: KVec<u64> = KVec::new();
+        let pass_down = st.features().discard_passdown;
+        let unmapped = st.unmap_range(self, first, end, |data_block| {
+            if pass_down {
+                // A failed push only loses the passdown of this block.
+                let _ = passdown.push(data_block, GFP_KERNEL);
+            }
+        });
+        if unmapped.is_err() {
+            drop(st);
+            bio.complete(Some(IoError::Io));
+            return;
+        }
+        // Bios sent to the freed blocks before they were unmapped may still
+        // be in flight: the passdown waits for them (asynchronously; the
+        // discard itself is done), and the blocks are not reused before it
+        // has been issued.
+        let queued = !passdown.is_empty()
+            && st.queue_passdown(self, passdown, self.pool_bdev, self.geometry);
+        drop(st);
+        if queued {
+            self.pool.wake_after_grace_period();
+        }
+        bio.complete(None);
+    }
+}

@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The pool's mapping cache (`mapping_cache`): its memory, its size, and the
+//! handles of its writers and readers.
+//!
+//! Writers are the pool's workers and message handlers, under the pool lock
+//! ([`PoolCache`], owned by `PoolState`); readers are the thin targets' map
+//! calls, under `rcu_read_lock` ([`PoolCacheReader`]). When the pool grows
+//! past what its cache was sized for, the owner swaps in a bigger, empty one
+//! ([`PoolCache::grow_for`]).
+
+use core::sync::atomic::AtomicU64;
+use kernel::{prelude::*, sync::rcu};
+
+use super::PoolState;
+use crate::{
+    core_error::CoreError,
+    glue::rcu_box::{RcuBox, RcuReader},
+    metadata::mapping_cache::{slots_for, CachedMapping, MappingCache, WORDS_PER_SLOT},
+    metadata::thin_metadata::LookupResult,
+};
+
+/// Bytes of one slot.
+const SLOT_BYTES: u64 = (WORDS_PER_SLOT * core::mem::size_of::<AtomicU64>()) as u64;
+
+/// The slot memory of one cache.
+pub(crate) struct CacheSlots {
+    words: KVVec<AtomicU64>,
+}
+
+impl CacheSlots {
+    /// `slots` empty slots.
+    fn new(slots: u64) -> Result<KBox<Self>> {
+        let n = usize::try_from(slots)?
+            .checked_mul(WORDS_PER_SLOT)
+            .ok_or(ENOMEM)?;
+        let mut words = KVVec::with_capacity(n, GFP_KERNEL)?;
+        for _ in 0..n {
+            // Cannot fail: the capacity covers every word.
+            let _ = words.push_within_capacity(AtomicU64::new(0));
+        }
+        Ok(KBox::new(Self { words }, GFP_KERNEL)?)
+    }
+
+    /// The cache over these slots.
+    pub(crate) fn cache(&self) -> Option<MappingCache<'_>> {
+        MappingCache::new(&self.words)
+    }
+
+    fn slots(&self) -> u64 {
+        (self.words.len() / WORDS_PER_SLOT) as u64
+    }
+}
+
+/// How many slots a pool of `nr_data_blocks` gets under the
+/// `mapping_cache_mb` module parameter.
+fn wanted_slots(nr_data_blocks: u64) -> u64 {
+    let max_bytes = u64::from(crate::module_parameters::mapping_cache_mb.value()) << 20;
+    slots_for(nr_data_blocks, max_bytes / SLOT_BYTES)
+}
+
+/// The writers' handle (the pool lock's holder).
+pub(crate) struct PoolCache {
+    slots: RcuBox<CacheSlots>,
+}
+
+/// A map call's handle.
+pub(crate) struct PoolCacheReader {
+    slots: RcuReader<CacheSlots>,
+}
+
+impl PoolCache {
+    /// A cache sized for `nr_data_blocks`, and its readers' handle.
+    pub(crate) fn new(nr_data_blocks: u64) -> Result<(Self, PoolCacheReader)> {
+        let slots = RcuBox::new(CacheSlots::new(wanted_slots(nr_data_blocks))?)?;
+        let reader = PoolCacheReader {
+            slots: slots.reader(),
+        };
+        Ok((Self { slots }, reader))
+    }
+
+    /// The cache, for a writer.
+    pub(crate) fn get(&self) -> Option<MappingCache<'_>> {
+        self.slots.get().cache()
+    }
+
+    /// Swaps in a bigger, empty cache if the pool now has more data blocks
+    /// than this one was sized for (waits for an RCU grace period then).
+    /// Without memory for it, the pool keeps the one it has.
+    pub(crate) fn grow_for(&mut self, nr_data_blocks: u64) {
+        let wanted = wanted_slots(nr_data_blocks);
+        if wanted <= self.slots.get().slots() {
+            return;
+        }
+        if let Ok(bigger) = CacheSlots::new(wanted) {
+            self.slots.replace(bigger);
+        }
+    }
+
+    /// How many slots the cache has.
+    pub(crate) fn slots(&self) -> u64 {
+        self.slots.get().slots()
+    }
+}
+
+impl PoolCacheReader {
+    /// The cache, for a map call within `guard`'s read side.
+    pub(crate) fn get<'a>(&'a self, guard: &'a rcu::Guard) -> Option<MappingCache<'a>> {
+        self.slots.get(guard).cache()
+    }
+}
+
+impl PoolState {
+    /// Forgets every cached mapping (the metadata rolled back) and waits
+    /// until no map call can still use one.
+    pub(super) fn forget_mappings(&self) {
+        if let Some(c) = self.cache.get() {
+            c.clear();
+        }
+        rcu::synchronize_rcu();
+    }
+
+    /// Marks the cached mappings of thin device `dev` shared (it was
+    /// snapshotted) and waits until no map call can still remap a write with
+    /// an unshared one; reads keep their fast path.
+    pub(super) fn mark_mappings_shared(&self, dev: u32) {
+        if let Some(c) = self.cache.get() {
+            c.mark_dev_shared(dev);
+        }
+        rcu::synchronize_rcu();
+    }
+
+    /// Looks up `vblock` of thin device `dev` and caches every mapping of
+    /// the B-tree leaf it lives in: one walk serves its neighbours' first
+    /// touch too.
+    pub(crate) fn lookup_and_cache(
+        &self,
+        dev: u32,
+        vblock: u64,
+    ) -> Result<Option<LookupResult>, CoreError> {
+        let cache = self.cache.get();
+        self.md.lookup_leaf(dev.into(), vblock, |k, r| {
+            if let Some(c) = &cache {
+                c.publish(
+                    dev,
+                    k,
+                    CachedMapping {
+                        data_block: r.mapping.data_block,
+                        shared: r.shared,
+                    },
+                );
+            }
+        })
+    }
+
+    /// Caches a mapping just made: `vblock` of `dev` is `data_block`,
+    /// unshared.
+    pub(crate) fn cache_new_mapping(&self, dev: u32, vblock: u64, data_block: u64) {
+        if let Some(c) = self.cache.get() {
+            let shared = false;
+            c.publish(dev, vblock, CachedMapping { data_block, shared });
+        }
+    }
+}

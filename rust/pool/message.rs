@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The pool's messages (`dmsetup message`): steps 2-4 of `dm_message`'s
+//! flow, under the pool lock.
+
+use kernel::prelude::*;
+
+use super::{PoolState, Show};
+use crate::{core_error::CoreError, dm::message::PoolMessage};
+
+impl PoolState {
+    /// Runs one parsed message (steps 2-4 of `dm_message`'s glue flow).
+    pub(crate) fn run_message(&mut self, msg: &PoolMessage<'_>) -> Result<(), i32> {
+        if msg.commits_first() {
+            let _ = self.commit();
+        }
+        let result = match *msg {
+            PoolMessage::CreateThin { dev_id, .. } => self.md.create_thin(dev_id.into()),
+            PoolMessage::CreateSnap {
+                dev_id, origin_id, ..
+            } => {
+                let r = self.md.create_snap(dev_id.into(), origin_id.into());
+                if r.is_ok() {
+                    // The origin's blocks are shared now: its writes must
+                    // stop taking the fast path, its reads need not.
+                    self.mark_mappings_shared(origin_id);
+                }
+                r
+            }
+            PoolMessage::Delete { dev_id, .. } => {
+                if self.thins.iter().any(|t| t.dev_id() == dev_id) {
+                    Err(CoreError::Busy)
+                } else {
+                    let r = self.md.delete(dev_id.into());
+                    // No target of the device is left to read the cache,
+                    // and a later one starts after this.
+                    if let (Ok(()), Some(c)) = (r, self.cache.get()) {
+                        c.invalidate_dev(dev_id);
+                    }
+                    r
+                }
+            }
+            PoolMessage::SetTransactionId { current, new, .. } => {
+                let r = self.md.set_transaction_id(current, new);
+                if r == Err(CoreError::Invalid) {
+                    pr_err!("mismatched transaction id\n");
+                }
+                r
+            }
+            PoolMessage::ReserveMetadataSnap => {
+                let r = self.md.reserve_metadata_snap().map(|_| ());
+                if r == Err(CoreError::Busy) {
+                    pr_warn!(
+                        "Pool metadata snapshot already exists: release this before taking another.\n"
+                    );
+                }
+                r
+            }
+            PoolMessage::ReleaseMetadataSnap => {
+                let r = self.md.release_metadata_snap();
+                if r == Err(CoreError::Invalid) {
+                    pr_warn!("No pool metadata snapshot found: nothing to release.\n");
+                }
+                r
+            }
+        };
+        match result {
+            Ok(()) => {
+                self.flags.change();
+                match *msg {
+                    // Its blocks lose a reference; some may be free now.
+                    PoolMessage::Delete { .. } => self.freed_since_commit = true,
+                    // The origin's details changed: its next flush commits.
+                    PoolMessage::CreateSnap { origin_id, .. } => {
+                        let gen = self.flags.changes();
+                        for t in self.thins.iter().filter(|t| t.dev_id() == origin_id) {
+                            t.note_change(gen);
+                        }
+                    }
+                    _ => {}
+                }
+                self.check_metadata_low_water();
+                // dm-thin ignores the commit's result here.
+                let _ = self.commit();
+                Ok(())
+            }
+            Err(e) => {
+                pr_warn!("{}\n", Show(|f| msg.write_failure_log(f)));
+                // Refusals leave the metadata untouched; anything else may
+                // have half-applied the transaction.
+                if !matches!(
+                    e,
+                    CoreError::Exists | CoreError::NotFound | CoreError::Busy | CoreError::Invalid
+                ) {
+                    self.metadata_operation_failed(msg.name(), e);
+                }
+                Err(e.errno())
+            }
+        }
+    }
+}

@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The pool object: the state one pool's tables and thin targets share
+//! (dm-thin's `struct pool`), outliving table reloads.
+//!
+//! [`PoolObj`] holds [`PoolState`] behind a kernel mutex, the workers'
+//! queue, kcopyd, the in-flight tracker, the periodic waker and the pool's
+//! debugfs directory; thin targets find it through the [`registry`] by the
+//! pool's mapped device, as dm-thin's `__pool_table_lookup` does. The files
+//! of this directory each hold one concept of it:
+//!
+//! | file | what |
+//! |---|---|
+//! | `state.rs` | [`PoolState`], what the pool lock guards, mode changes, the thin targets |
+//! | `commit.rs` | commits, aborts, and when freed blocks may be reused |
+//! | `provision.rs` | data block allocation, mappings, cells |
+//! | `passdown.rs` | discards passed down after a grace period |
+//! | `space.rs` | growing the devices, the metadata reserve, low-water events |
+//! | `message.rs` | the pool's six messages |
+//! | `registry.rs` | the module-global table of pool objects |
+//! | `open.rs` | opening the metadata and building a new pool object |
+//! | `stats.rs` | the lock-free flags of the map path and the debugfs counters |
+//! | `member.rs` | what the pool asks of a thin target's I/O state |
+//! | `cells.rs` | the cell table (dm-thin's bio prison) |
+//! | `cache.rs` | the mapping cache: its memory, and its writers under the pool lock |
+//! | `cpu_counter.rs` | a per-CPU statistics counter |
+//!
+//! Locks: see `Documentation/io-path.md`, "The rules of the I/O path".
+
+use core::fmt;
+use kernel::{
+    debugfs::{Dir, File as DebugFile},
+    prelude::*,
+    sync::{Arc, CondVar, Mutex, MutexGuard},
+};
+
+use self::{cache::PoolCacheReader, stats::ThinCountersEntry};
+use crate::glue::{
+    inflight::{GpWaiter, IoTracker},
+    kcopyd::Kcopyd,
+    queue::IoQueue,
+    ticker::{Tick, Ticker},
+};
+
+pub(crate) mod cache;
+pub(crate) mod cells;
+mod commit;
+pub(crate) mod cpu_counter;
+pub(crate) mod member;
+mod message;
+mod open;
+mod passdown;
+pub(crate) mod provision;
+pub(crate) mod registry;
+mod space;
+pub(crate) mod state;
+pub(crate) mod stats;
+
+pub(crate) use commit::Reuse;
+pub(crate) use open::PoolMetadata;
+pub(crate) use provision::AllocFailure;
+pub(crate) use space::{usable_metadata_blocks, warn_if_metadata_device_too_big, Space};
+pub(crate) use state::PoolState;
+pub(crate) use stats::{PoolFlags, ThinCounters, ThinCountersHold};
+
+/// How long bios wait for data space before erroring (the `no_space_timeout`
+/// module parameter, as dm-thin's; 0 waits forever).
+pub(crate) fn no_space_timeout_secs() -> u32 {
+    crate::glue::params::no_space_timeout()
+}
+
+/// Period of the pool's waker: commits dirty metadata, as dm-thin's
+/// `COMMIT_PERIOD`, and checks the no-space deadline.
+pub(super) const WAKER_PERIOD_MS: u32 = 1000;
+
+/// A `Display` made of a closure, for logging the core's `write_log`s.
+pub(crate) struct Show<F: Fn(&mut fmt::Formatter<'_>) -> fmt::Result>(pub(crate) F);
+
+impl<F: Fn(&mut fmt::Formatter<'_>) -> fmt::Result> kernel::fmt::Display for Show<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (self.0)(f)
+    }
+}
+
+/// Pure logic of the pool object, for KUnit.
+pub(crate) mod selftest {
+    pub(crate) use super::space::selftest::metadata_reserve;
+}
+
+/// A pool object shared by the pool's tables and its thin targets.
+#[pin_data(PinnedDrop)]
+pub(crate) struct PoolObj {
+    /// The pool mutex: 2nd in the lock order (`Documentation/io-path.md`, "The rules of the I/O path").
+    #[pin]
+    pub(super) state: Mutex<PoolState>,
+    /// Signalled when the last in-flight provision ends or a committer is
+    /// done waiting (waits on `state`; committers: see the rules).
+    #[pin]
+    pub(super) settled: CondVar,
+    /// The workers' queue.
+    pub(crate) wq: IoQueue,
+    /// Zeroing and copying of data blocks.
+    pub(crate) kcopyd: Kcopyd,
+    /// Lock-free view for the map path.
+    pub(crate) flags: Arc<PoolFlags>,
+    /// The map path's view of the mapping cache.
+    pub(crate) mappings: PoolCacheReader,
+    /// Periodic commit and no-space deadline.
+    #[pin]
+    pub(super) waker: Ticker<PoolObj>,
+    /// Which bios could still touch a data block ([`IoTracker`]).
+    pub(crate) tracker: Arc<IoTracker>,
+    /// Calls [`GpDone::gp_done`] after a grace period of `tracker`: discards
+    /// waiting to pass down, bios waiting to reuse freed blocks.
+    #[pin]
+    pub(super) gp_waiter: GpWaiter<PoolObj>,
+    /// `/sys/kernel/debug/rthin-<pool>/`: the pool's and its thins' counters.
+    pub(super) debugfs: Dir,
+    pub(super) _pool_file: Option<Pin<KBox<DebugFile<Arc<PoolFlags>>>>>,
+    /// The thin devices' counters files in `debugfs`. A leaf lock: taken
+    /// with no other held (`Documentation/io-path.md`, "The rules of the I/O path").
+    #[pin]
+    pub(super) thin_files: Mutex<KVec<ThinCountersEntry>>,
+}
+
+/// The counters file of one thin device, `<maj:min>` in the pool's debugfs
+/// directory, shared by every target of that device: a reload (lvextend)
+/// builds the new table while the old one is live, and two files of one name
+
+#[pinned_drop]
+impl PinnedDrop for PoolObj {
+    fn drop(self: Pin<&mut Self>) {
+        // Before the queue and the state go.
+        self.waker.stop();
+        self.gp_waiter.stop(&self.tracker);
+    }
+}
+
+impl Tick for PoolObj {
+    fn tick(&self) {
+        if self.flags.dirty() {
+            let mut st = self.lock_settled();
+            let _ = st.commit();
+        }
+        let mut st = self.lock();
+        st.check_no_space_deadline();
+        // Bios that found no memory for a cell while no provision was in
+        // flight to wake them.
+        st.requeue_cell_waiters();
+    }
+}
+
+/// A pool object shared by the pool's tables and its thin targets.
+pub(crate) type SharedPool = Arc<PoolObj>;
+
+impl PoolObj {
+    /// Takes the pool lock.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, PoolState> {
+        self.state.lock()
+    }
+}

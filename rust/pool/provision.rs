@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: GPL-2.0
+//! What a provision asks of the pool, under its lock: a cell on the virtual
+//! block, a data block (dm-thin's `alloc_data_block`), the mapping once the
+//! block holds its data, and the unmapping of discarded ranges.
+
+use kernel::prelude::*;
+
+use super::{member::PoolMember, no_space_timeout_secs, PoolState};
+use crate::{
+    core_error::CoreError,
+    dm::pool_mode::{BioAction, IoError},
+    glue::bio::{BioList, OwnedBio},
+};
+
+/// Why no data block was allocated.
+pub(crate) enum AllocFailure {
+    /// Commit, then try again: the space freed in this transaction may do.
+    CommitFirst,
+    /// The bio's fate: queue (out of data space) or an error.
+    Refused(BioAction),
+}
+
+impl PoolState {
+    /// Parks `bio` on the cell of `(dev, vblock)` if a provision holds it;
+    /// otherwise hands the bio back.
+    pub(crate) fn try_park(
+        &mut self,
+        dev: u32,
+        vblock: u64,
+        bio: OwnedBio,
+    ) -> Result<(), OwnedBio> {
+        self.cells.park(dev, vblock, bio)
+    }
+
+    /// True if a provision of `(dev, vblock)` can open its cell; otherwise
+    /// (no memory for it) the caller holds its bio on its thin's waiters
+    /// until a cell closes or the next tick ([`Self::requeue_cell_waiters`]).
+    pub(crate) fn cell_available(&mut self, dev: u32, vblock: u64) -> bool {
+        let available = self.cells.reserve(dev, vblock);
+        if !available {
+            self.waiting_for_cells = true;
+        }
+        available
+    }
+
+    /// Starts a provision of `(dev, vblock)`: later bios to it park until
+    /// [`Self::close_cell`]. Returns the metadata epoch to check at the end.
+    /// Never allocates: the caller checked [`Self::cell_available`].
+    pub(crate) fn open_cell(&mut self, dev: u32, vblock: u64) -> Option<u64> {
+        if !self.cells.open(dev, vblock) {
+            return None;
+        }
+        self.inflight += 1;
+        Some(self.epoch)
+    }
+
+    /// Ends a provision; returns the bios that parked on it (and only
+    /// those: no other provision waits for this one).
+    pub(crate) fn close_cell(&mut self, dev: u32, vblock: u64) -> BioList {
+        self.inflight = self.inflight.saturating_sub(1);
+        self.requeue_cell_waiters();
+        self.cells.close(dev, vblock)
+    }
+
+    /// Hands bios that found no memory for a cell back to their workers.
+    pub(super) fn requeue_cell_waiters(&mut self) {
+        if self.waiting_for_cells {
+            self.waiting_for_cells = false;
+            for t in self.thins.iter() {
+                t.requeue_waiters();
+            }
+        }
+    }
+
+    /// The metadata epoch (see [`Self::open_cell`]).
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// dm-thin's `alloc_data_block`: a free data block, or the fate of the
+    /// bio that needed one (queue or error when out of data space). Blocks
+    /// freed in this transaction become allocatable only after a commit, so
+    /// with dirty metadata and no commit yet (`after_commit` false) the
+    /// answer to "no space" is [`AllocFailure::CommitFirst`].
+    pub(crate) fn alloc_data_block(&mut self, after_commit: bool) -> Result<u64, AllocFailure> {
+        if !self.mode.mode().may_provision() {
+            return Err(AllocFailure::Refused(self.mode.unserviceable()));
+        }
+        let free = self.md.data_usage().free;
+        if self.data_low_water.check(free, self.low_water_blocks) {
+            pr_warn!(
+                "{}: reached low water mark for data device: sending event.\n",
+                self.name()
+            );
+            self.raise_event();
+        }
+        match self.md.alloc_data_block() {
+            Ok(b) => {
+                self.flags.change();
+                // As dm-thin: commit before the metadata reserve is used
+                // up. The reserve is what the mapping insert and the commit
+                // itself need; without this, provisions between two
+                // periodic commits run the metadata dry mid-insert (ENOSPC:
+                // read-only with needs_check) instead of ending in
+                // out-of-metadata-space mode at this commit. The block
+                // stays ours; if the commit switched the pool to that mode,
+                // the provision fails at `end_provision`, which frees it.
+                if self.metadata_free_after_reserve() == 0 && self.commit().is_err() {
+                    return Err(AllocFailure::Refused(BioAction::Error(IoError::Io)));
+                }
+                Ok(b)
+            }
+            Err(CoreError::NoSpace) if !after_commit && self.md.is_dirty() => {
+                Err(AllocFailure::CommitFirst)
+            }
+            Err(CoreError::NoSpace) => {
+                pr_warn!("{}: no free data space available.\n", self.name());
+                let needs_check = self.md.needs_check();
+                let change = self
+                    .mode
+                    .data_space_exhausted(needs_check, no_space_timeout_secs());
+                self.report(&change);
+                Err(AllocFailure::Refused(self.mode.unserviceable()))
+            }
+            Err(e) => {
+                self.metadata_operation_failed("dm_pool_alloc_data_block", e);
+                Err(AllocFailure::Refused(BioAction::Error(IoError::Io)))
+            }
+        }
+    }
+
+    /// Gives back a block allocated for a provision that failed.
+    pub(crate) fn release_data_block(&mut self, b: u64) {
+        if let Err(e) = self.md.data_block_dec(b) {
+            self.metadata_operation_failed("dm_pool_dec_data_range", e);
+        }
+    }
+
+    /// Maps `vblock` of `thin` to a block filled by a provision; `replaces`
+    /// if the mapping replaces a shared block (which may lose its last
+    /// reference meanwhile, if the other sharers went).
+    pub(crate) fn insert_mapping(
+        &mut self,
+        thin: &dyn PoolMember,
+        vblock: u64,
+        b: u64,
+        replaces: bool,
+    ) -> Result<(), IoError> {
+        match self.md.insert_mapping(thin.dev_id().into(), vblock, b) {
+            Ok(()) => {
+                thin.note_change(self.flags.change());
+                self.freed_since_commit |= replaces;
+                self.check_metadata_low_water();
+                Ok(())
+            }
+            Err(e) => {
+                self.metadata_operation_failed("dm_thin_insert_block", e);
+                Err(IoError::Io)
+            }
+        }
+    }
+
+    /// Unmaps the blocks of `thin` in `[first, end)` that no provision holds,
+    /// calling `freed` with each data block whose last reference went.
+    pub(crate) fn unmap_range(
+        &mut self,
+        thin: &dyn PoolMember,
+        first: u64,
+        end: u64,
+        mut freed: impl FnMut(u64),
+    ) -> Result<u64, CoreError> {
+        let dev = u64::from(thin.dev_id());
+        if let Some(c) = self.cache.get() {
+            c.invalidate_range(thin.dev_id(), first, end);
+        }
+        let mut n = 0;
+        let mut any_freed = false;
+        let mut from = first;
+        while from < end {
+            // The runs between the virtual blocks a provision holds, each
+            // removed in one pass (dm-thin skips contended blocks too).
+            let held = self.cells.first_held(thin.dev_id(), from, end);
+            let run_end = held.unwrap_or(end);
+            if from < run_end {
+                let removed = self.md.remove_range_freeing(dev, from, run_end, |b| {
+                    any_freed = true;
+                    freed(b);
+                });
+                match removed {
+                    Ok(k) => n += k,
+                    Err(e) => {
+                        self.metadata_operation_failed("dm_thin_remove_range", e);
+                        return Err(e);
+                    }
+                }
+            }
+            match held {
+                Some(h) => from = h.saturating_add(1),
+                None => break,
+            }
+        }
+        if n > 0 {
+            thin.note_change(self.flags.change());
+        }
+        self.freed_since_commit |= any_freed;
+        Ok(n)
+    }
+}

@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: GPL-2.0
+//! [`PoolState`]: what the pool lock guards, and how a mode change reaches
+//! the thin targets (dm-thin's `set_pool_mode` and
+//! `notify_of_pool_mode_change`).
+
+use core::sync::atomic::Ordering;
+use kernel::{
+    prelude::*,
+    sync::Arc,
+    time::{Instant, Monotonic},
+};
+
+use super::{
+    cache::PoolCache, cells::CellTable, member::PoolMember, passdown::Passdown, PoolFlags,
+    PoolMetadata, Show,
+};
+use crate::{
+    dm::events::{DataLowWater, MetadataLowWater},
+    dm::pool_mode::{ModeChange, PoolMode, PoolModeState},
+    dm::pool_table::PoolFeatures,
+    glue::{
+        device::BdevHandle,
+        dm::{TableMd, TableRef},
+        inflight::{GpCookie, IoTracker},
+    },
+};
+
+/// The state of one pool object, behind its mutex.
+pub(crate) struct PoolState {
+    /// The pool's mapped device, for log prefixes.
+    pub(super) name: TableMd,
+    /// The metadata.
+    pub(crate) md: KBox<PoolMetadata>,
+    /// The mode state machine.
+    pub(crate) mode: PoolModeState,
+    /// Between presuspend and resume (a new object starts suspended).
+    pub(crate) suspended: bool,
+    /// Id of the table bound at the last preresume (0: none yet).
+    pub(crate) bound_table: u64,
+    /// That table, for dm events; `None` once it is gone.
+    pub(crate) event_table: Option<TableRef>,
+    /// The bound table's data low-water mark, in blocks.
+    pub(crate) low_water_blocks: u64,
+    /// Data low-water event state.
+    pub(crate) data_low_water: DataLowWater,
+    /// Metadata low-water event state.
+    pub(super) metadata_low_water: MetadataLowWater,
+    /// Last table id handed out.
+    pub(super) last_table_id: u64,
+    /// Live (adjusted) features of the bound table.
+    pub(crate) features: PoolFeatures,
+    /// The I/O state of every constructed thin target.
+    pub(crate) thins: KVec<Arc<dyn PoolMember>>,
+    /// The mapping cache of all the pool's thin devices (its writers' side).
+    pub(super) cache: PoolCache,
+    /// Virtual blocks being provisioned.
+    pub(super) cells: CellTable,
+    /// Some thin holds bios that found no memory for a cell.
+    pub(super) waiting_for_cells: bool,
+    /// Some thin holds bios that wait until freed blocks may be reused.
+    pub(super) waiting_for_reuse: bool,
+    /// The pool's in-flight tracker (shared with [`PoolObj`]).
+    pub(super) tracker: Arc<IoTracker>,
+    /// A data block lost its last reference in this transaction.
+    pub(super) freed_since_commit: bool,
+    /// Blocks freed before the last commit may be reused once this grace
+    /// period ends (`None`: it has).
+    pub(super) reuse_cookie: Option<GpCookie>,
+    /// ... and once every passdown up to this one has finished.
+    pub(super) reuse_after_passdown: u64,
+    /// The last passdown started.
+    pub(super) passdown_seq: u64,
+    /// Passdowns not finished yet, oldest first.
+    pub(super) passdowns_open: KVec<u64>,
+    /// Passdowns waiting for their grace period.
+    pub(super) awaiting_gp: KVec<Passdown>,
+    /// Thin devices whose last target went with changes no commit covered
+    /// yet: (device id, change generation, `u64::MAX` if lost).
+    pub(super) closed_changes: KVec<(u32, u64)>,
+    /// A `closed_changes` entry could not be recorded: new targets depend
+    /// on every change made so far.
+    pub(super) closed_changes_unknown: bool,
+    /// Provisions between allocating their block and mapping it.
+    pub(super) inflight: usize,
+    /// Committers waiting for `inflight` to reach zero.
+    pub(super) committers: usize,
+    /// Bumped when the metadata rolls back to the last commit: a provision
+    /// that started before may not insert its (now free) block.
+    pub(super) epoch: u64,
+    /// Shared with the map path.
+    pub(super) flags: Arc<PoolFlags>,
+    /// Out of data space and queueing: since when, and for how long.
+    pub(super) no_space_deadline: Option<(Instant<Monotonic>, u32)>,
+    /// A metadata failure in this activation set needs_check (written again
+    /// at close, see `Drop`).
+    pub(super) needs_check_set: bool,
+    /// The data device, flushed before every commit. Every table of the pool
+    /// opens the same device (`find_or_create` checks it) and sets this; the
+    /// last table to go clears it, after a last commit.
+    pub(crate) data_bdev: Option<BdevHandle>,
+}
+
+impl PoolState {
+    /// The pool's name, for log lines.
+    pub(crate) fn name(&self) -> &str {
+        self.name.name()
+    }
+
+    /// Logs a mode change as dm-thin's `notify_of_pool_mode_change` does.
+    pub(crate) fn report(&mut self, change: &ModeChange) {
+        if change.write_refused_needs_check {
+            pr_err!(
+                "{}: unable to switch pool to write mode until repaired.\n",
+                self.name()
+            );
+        }
+        if change.notify {
+            self.raise_event();
+            pr_info!("{}: {}\n", self.name(), Show(|f| change.write_log(f)));
+        }
+        self.flags
+            .fails_io
+            .store(self.mode.mode().fails_all_io(), Ordering::Release);
+        if let Some(e) = change.error_retry_lists {
+            for t in self.thins.iter() {
+                t.error_held(e);
+            }
+        }
+        if change.requeue_retry_lists {
+            for t in self.thins.iter() {
+                t.requeue_held();
+            }
+        }
+        if change.cancel_no_space_timer {
+            self.no_space_deadline = None;
+        }
+        if let Some(secs) = change.arm_no_space_timer {
+            if self.no_space_deadline.is_none() && secs > 0 {
+                self.no_space_deadline = Some((Instant::now(), secs));
+            }
+        }
+    }
+
+    /// Raises a dm event on the bound table.
+    pub(super) fn raise_event(&self) {
+        if let Some(t) = self.event_table {
+            t.event();
+        }
+    }
+
+    /// dm-thin's no-space timer, checked by the waker: once the pool has
+    /// queued for `no_space_timeout` seconds, queued and new bios error.
+    pub(super) fn check_no_space_deadline(&mut self) {
+        let Some((since, secs)) = self.no_space_deadline else {
+            return;
+        };
+        if since.elapsed().as_millis() < i64::from(secs) * 1000 {
+            return;
+        }
+        self.no_space_deadline = None;
+        let change = self.mode.no_space_timeout();
+        self.report(&change);
+    }
+
+    /// Registers a constructed thin target's I/O state.
+    pub(crate) fn open_thin(&mut self, io: Arc<dyn PoolMember>) -> Result<(), Error> {
+        self.thins.push(io, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// The change generation a new target of thin device `dev_id` starts
+    /// with: its device may have changes from a target it replaces (a
+    /// reload) or from one already gone that no commit covers yet, or
+    /// changes lost to an aborted transaction (`u64::MAX`).
+    pub(crate) fn thin_changed_floor(&self, dev_id: u32) -> u64 {
+        let base = if self.closed_changes_unknown {
+            self.flags.changes()
+        } else {
+            self.flags.committed()
+        };
+        let live = self
+            .thins
+            .iter()
+            .filter(|t| t.dev_id() == dev_id)
+            .map(|t| t.changed_gen());
+        let closed = self
+            .closed_changes
+            .iter()
+            .filter(|c| c.0 == dev_id)
+            .map(|c| c.1);
+        Iterator::chain(live, closed).fold(base, u64::max)
+    }
+
+    /// Forgets a thin target's I/O state.
+    pub(crate) fn close_thin(&mut self, io: &dyn PoolMember) {
+        if let Some(i) = self
+            .thins
+            .iter()
+            .position(|t| core::ptr::addr_eq(Arc::as_ptr(t), core::ptr::from_ref(io)))
+        {
+            let _ = self.thins.remove(i);
+        }
+        // A later target of the device depends on its uncommitted changes.
+        let gen = io.changed_gen();
+        if gen > self.flags.committed() {
+            match self.closed_changes.iter_mut().find(|c| c.0 == io.dev_id()) {
+                Some(c) => c.1 = c.1.max(gen),
+                None => {
+                    if self
+                        .closed_changes
+                        .push((io.dev_id(), gen), GFP_KERNEL)
+                        .is_err()
+                    {
+                        self.closed_changes_unknown = true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Live features of the bound table.
+    pub(crate) fn features(&self) -> PoolFeatures {
+        self.features
+    }
+
+    /// The mode state machine.
+    pub(crate) fn mode_state(&self) -> &PoolModeState {
+        &self.mode
+    }
+
+    /// The metadata.
+    pub(crate) fn metadata(&self) -> &PoolMetadata {
+        &self.md
+    }
+
+    /// The current mode.
+    pub(crate) fn mode(&self) -> PoolMode {
+        self.mode.mode()
+    }
+
+    /// True between presuspend and resume (and before the first resume).
+    pub(crate) fn suspended(&self) -> bool {
+        self.suspended
+    }
+}

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: GPL-2.0
+//! What can be read of a pool without its lock: the flags and change
+//! generations of the map path ([`PoolFlags`]), and the debugfs counters of
+//! the pool and of each thin device (`/sys/kernel/debug/rthin-<pool>/`).
+
+use core::{
+    fmt,
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
+};
+use kernel::{debugfs::File as DebugFile, prelude::*, str::CString, sync::Arc};
+
+use super::{cpu_counter::CpuCounter, PoolObj, SharedPool};
+
+/// What the map path reads of a pool without taking its lock.
+///
+/// **Change generations.** Every metadata change is made under the pool lock
+/// and bumps `changes`; a commit notes the generation it covers before it
+/// starts writing and publishes it in `committed` only once its superblock
+/// is on stable storage. A bio that asks for durability may complete once
+/// `committed` has reached the generation of the last change it depends on
+/// (its thin's, see `ThinIo::changed`); a commit in progress never counts,
+/// and a failed one never advances `committed`.
+#[derive(Default)]
+pub(crate) struct PoolFlags {
+    /// Metadata changes made (the change generation).
+    pub(super) changes: AtomicU64,
+    /// The change generation that the last successful commit covers.
+    pub(super) committed: AtomicU64,
+    /// The pool is in FAIL mode: every bio errors at once.
+    pub(super) fails_io: AtomicBool,
+    /// Metadata commits done.
+    pub(super) commits: AtomicU64,
+    /// Slots of the pool's mapping cache.
+    pub(super) mapping_cache_slots: AtomicU64,
+}
+
+impl PoolFlags {
+    /// The pool's debugfs file text.
+    pub(super) fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "commits {}", self.commits.load(Ordering::Relaxed))?;
+        writeln!(f, "dirty {}", u8::from(self.dirty()))?;
+        writeln!(f, "changes {}", self.changes())?;
+        writeln!(f, "committed {}", self.committed())?;
+        let slots = self.mapping_cache_slots.load(Ordering::Relaxed);
+        writeln!(f, "mapping_cache_slots {slots}")
+    }
+
+    /// Metadata changed since the last commit that reached stable storage.
+    pub(crate) fn dirty(&self) -> bool {
+        self.changes.load(Ordering::Acquire) > self.committed()
+    }
+
+    /// The change generation on stable storage.
+    pub(crate) fn committed(&self) -> u64 {
+        self.committed.load(Ordering::Acquire)
+    }
+
+    /// The current change generation.
+    pub(crate) fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
+
+    /// Records a metadata change (caller holds the pool lock); returns its
+    /// generation.
+    pub(super) fn change(&self) -> u64 {
+        self.changes.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Every bio must fail.
+    pub(crate) fn fails_io(&self) -> bool {
+        self.fails_io.load(Ordering::Acquire)
+    }
+}
+
+/// Counters of one thin target, shown in debugfs
+/// (`/sys/kernel/debug/rthin-<pool>/<thin>`). The two the map call bumps
+/// are spread over the CPUs.
+pub(crate) struct ThinCounters {
+    /// Bios remapped in the map call.
+    pub(crate) fast_remaps: CpuCounter,
+    /// Bios deferred to a worker.
+    pub(crate) deferred: CpuCounter,
+    /// Blocks provisioned (zeroed or written whole).
+    pub(crate) provisioned: AtomicU64,
+    /// Shared blocks replaced by a private copy before a write.
+    pub(crate) sharing_broken: AtomicU64,
+}
+
+impl ThinCounters {
+    /// All zero.
+    pub(crate) fn new() -> Result<Self> {
+        Ok(Self {
+            fast_remaps: CpuCounter::new()?,
+            deferred: CpuCounter::new()?,
+            provisioned: AtomicU64::new(0),
+            sharing_broken: AtomicU64::new(0),
+        })
+    }
+
+    /// The debugfs file's text, one `name value` pair per line.
+    pub(crate) fn write(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        writeln!(f, "fast_remaps {}", self.fast_remaps.sum())?;
+        writeln!(f, "deferred {}", self.deferred.sum())?;
+        writeln!(f, "provisioned {}", get(&self.provisioned))?;
+        writeln!(f, "sharing_broken {}", get(&self.sharing_broken))
+    }
+}
+
+/// cannot exist. The counters go on across the reload.
+pub(crate) struct ThinCountersEntry {
+    name: CString,
+    users: usize,
+    counters: Arc<ThinCounters>,
+    _file: Option<Pin<KBox<DebugFile<Arc<ThinCounters>>>>>,
+}
+
+/// A thin target's hold on its device's counters ([`PoolObj::thin_counters`]).
+pub(crate) struct ThinCountersHold {
+    pool: SharedPool,
+    /// The entry's counters (which also identify the entry).
+    pub(crate) counters: Arc<ThinCounters>,
+}
+
+impl Drop for ThinCountersHold {
+    fn drop(&mut self) {
+        let mut files = self.pool.thin_files.lock();
+        let mine = |e: &ThinCountersEntry| Arc::ptr_eq(&e.counters, &self.counters);
+        if let Some(i) = files.iter().position(mine) {
+            if let Some(e) = files.get_mut(i) {
+                e.users = e.users.saturating_sub(1);
+                if e.users == 0 {
+                    // Removes the file.
+                    let _ = files.remove(i);
+                }
+            }
+        }
+    }
+}
+
+impl PoolObj {
+    /// The counters of the thin device named `name` (its `maj:min`), with
+    /// their debugfs file: the ones a live target of the device already
+    /// has, else new ones (without a file if debugfs cannot take it: the
+    /// counters are informational).
+    pub(crate) fn thin_counters(self: &SharedPool, name: &str) -> Result<ThinCountersHold> {
+        let name = CString::try_from_fmt(fmt!("{}", name))?;
+        let mut files = self.thin_files.lock();
+        let hold = |counters: &Arc<ThinCounters>| ThinCountersHold {
+            pool: self.clone(),
+            counters: counters.clone(),
+        };
+        if let Some(e) = files
+            .iter_mut()
+            .find(|e| e.name.to_bytes() == name.to_bytes())
+        {
+            e.users += 1;
+            return Ok(hold(&e.counters));
+        }
+        let counters = Arc::new(ThinCounters::new()?, GFP_KERNEL)?;
+        let show = &|c: &Arc<ThinCounters>, f: &mut fmt::Formatter<'_>| c.write(f);
+        let file = KBox::pin_init(
+            self.debugfs
+                .read_callback_file(&name, counters.clone(), show),
+            GFP_KERNEL,
+        )
+        .ok();
+        let held = hold(&counters);
+        let entry = ThinCountersEntry {
+            name,
+            users: 1,
+            counters,
+            _file: file,
+        };
+        files.push(entry, GFP_KERNEL)?;
+        Ok(held)
+    }
+}

@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The `rthin-pool` target.
+//!
+//! The constructor parses the table line exactly as dm-thin does, opens the
+//! metadata and data devices and finds or creates the **pool object**
+//! ([`PoolState`] behind a kernel mutex, shared through an `Arc`): the pool
+//! object outlives table reloads and is shared with the thin targets, which
+//! find it through the module-global registry (`glue::registry`) keyed by the
+//! pool's mapped device, as dm-thin's `__pool_table_lookup` does. A new pool
+//! object opens the metadata through a dm-bufio block store, formatting it
+//! when block 0 is all zeroes.
+//!
+//! The target serves dm-thin's six messages, the INFO status line with real
+//! numbers, and commits where dm-thin commits: after each successful message,
+//! before `reserve_metadata_snap`, on INFO status (unless `--noflush` or
+//! suspended), at postsuspend, after a data resize at preresume, and when the
+//! pool object goes away. I/O sent to the pool device itself goes to the data
+//! device, as in dm-thin.
+
+use core::{
+    fmt,
+    sync::atomic::{AtomicBool, Ordering},
+};
+use kernel::prelude::*;
+
+use super::to_bytes;
+use crate::{
+    dm::errno::EINVAL,
+    dm::message::PoolMessage,
+    dm::pool_mode::{BindRequest, PoolMode},
+    dm::pool_table::{
+        glue_errors, metadata_low_water_threshold, nr_data_blocks, passdown_off, pool_io_limits,
+        write_pool_table, PoolFeatures, PoolTable, PoolTableLine,
+    },
+    dm::status::{write_pool_info, DiscardStatus, PoolInfo, FAIL},
+    dm::status_buf::StatusBuf,
+    glue::{
+        bio::Bio,
+        device::{DmDev, MdKey},
+        dm::{
+            features, Args, CtrError, MapResult, QueueLimits, StatusKind, TableRef, TargetCtx,
+            TargetOps,
+        },
+    },
+    pdata::block_store::BlockStore,
+    pool::{
+        no_space_timeout_secs, registry, usable_metadata_blocks, warn_if_metadata_device_too_big,
+        SharedPool, Show, Space,
+    },
+};
+
+/// One pool table.
+pub(crate) struct Pool {
+    pool: SharedPool,
+    md: MdKey,
+    /// Held open for the table's lifetime (the bufio store reads through it).
+    metadata: DmDev,
+    data: DmDev,
+    table: PoolTableLine,
+    /// This table's requested features.
+    features: PoolFeatures,
+    /// Set by `io_hints` when the data device cannot take the passdown of a
+    /// whole block: this table's live features then have passdown off.
+    passdown_unsupported: AtomicBool,
+    table_id: u64,
+    nr_data_blocks: u64,
+    /// This table, for dm events while it is the bound one.
+    event_table: Option<TableRef>,
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        registry::release(&self.pool, self.md, self.table_id);
+    }
+}
+
+#[vtable]
+impl TargetOps for Pool {
+    const NAME: &'static CStr = c"rthin-pool";
+    const COMPAT_NAME: &'static CStr = c"thin-pool";
+    const VERSION: [u32; 3] = [1, 24, 0];
+    const FEATURES: u64 = features::SINGLETON
+        | features::ALWAYS_WRITEABLE
+        | features::IMMUTABLE
+        | features::PASSES_CRYPTO;
+
+    fn ctr(ti: &mut TargetCtx<'_>, args: &Args<'_>) -> Result<Self, CtrError> {
+        let words = args.words();
+        let bytes: KVec<&[u8]> = to_bytes(words)?;
+        let parsed = PoolTable::parse(&bytes);
+        // dm-thin checks the block size and low water mark only after opening
+        // both devices, so a bad device wins over a bad number: do the same.
+        if let Err(e) = parsed {
+            if !e.after_device_open() {
+                return Err(CtrError::new(e.errno(), e.message()));
+            }
+        }
+        let (Some(metadata_word), Some(data_word)) = (words.first(), words.get(1)) else {
+            // Unreachable: parse() rejects fewer than four words before this.
+            return Err(CtrError::new(EINVAL, c"Invalid argument count"));
+        };
+        let metadata = ti.get_device(metadata_word, glue_errors::OPEN_METADATA)?;
+        if let Some(dev) = metadata.handle() {
+            warn_if_metadata_device_too_big(dev);
+        }
+        let data = ti.get_device(data_word, glue_errors::OPEN_DATA)?;
+        let parsed = parsed.map_err(|e| CtrError::new(e.errno(), e.message()))?;
+        // Passdown is checked against the data device in io_hints, as dm-thin does.
+        let features = parsed.features;
+        let md = ti
+            .table_md()
+            .ok_or(CtrError::new(EINVAL, glue_errors::ALLOC_POOL))?;
+        let key = md.key();
+        let (pool, table_id) =
+            registry::find_or_create(md, &metadata, &data, parsed.block_size, features)?;
+        pool.lock().data_bdev = data.handle();
+        // QUIRK 1: a reload with another block size is accepted and ignored;
+        // the live pool's size is what the table shows and what sizes it.
+        let block_size = pool.lock().metadata().data_block_size();
+        ti.set_num_flush_bios(1);
+        // Discards sent to the pool device (the thins' passdown) go to the
+        // data device; the thins unmap, so only passdown needs them here.
+        if features.discard_enabled && features.discard_passdown {
+            ti.enable_discards();
+        }
+        let table = PoolTableLine {
+            metadata_dev: metadata.devnum(),
+            data_dev: data.devnum(),
+            block_size,
+            low_water_blocks: parsed.low_water_blocks,
+            requested: parsed.features,
+        };
+        Ok(Self {
+            pool,
+            md: key,
+            metadata,
+            data,
+            table,
+            features,
+            passdown_unsupported: AtomicBool::new(false),
+            table_id,
+            nr_data_blocks: nr_data_blocks(ti.len(), block_size),
+            event_table: ti.table(),
+        })
+    }
+
+    fn map(&self, mut bio: Bio<'_>) -> MapResult {
+        bio.set_dev(&self.data);
+        MapResult::Remapped
+    }
+
+    fn status(&self, kind: StatusKind, noflush: bool, out: &mut StatusBuf<'_>) -> fmt::Result {
+        match kind {
+            StatusKind::Info => {
+                let mut st = self.pool.lock_settled();
+                if st.mode() == PoolMode::Fail {
+                    return out.write_bytes(FAIL.as_bytes());
+                }
+                if !noflush && !st.suspended {
+                    let _ = st.commit();
+                }
+                let meta = st.md.metadata_usage();
+                let data = st.md.data_usage();
+                let dev_blocks = usable_metadata_blocks(st.md.store().nr_blocks());
+                let info = PoolInfo {
+                    transaction_id: st.md.transaction_id(),
+                    metadata_total: meta.total,
+                    metadata_free: st.metadata_free_after_reserve(),
+                    data_total: data.total,
+                    data_free: data.free,
+                    held_root: st.md.held_root(),
+                    mode: st.mode(),
+                    discard: DiscardStatus::from_flags(
+                        st.features.discard_enabled,
+                        st.features.discard_passdown,
+                    ),
+                    error_if_no_space: st.mode.error_if_no_space(),
+                    needs_check: st.md.needs_check(),
+                    metadata_low_water: metadata_low_water_threshold(dev_blocks),
+                };
+                write_pool_info(out, &info)
+            }
+            StatusKind::Table => write_pool_table(out, &self.table),
+        }
+    }
+
+    fn message(&self, words: &[&CStr]) -> Result {
+        let bytes = to_bytes(words).map_err(|e| e.error)?;
+        let mut st = self.pool.lock_settled();
+        let msg = match PoolMessage::parse_in_mode(st.mode(), &bytes) {
+            Ok(msg) => msg,
+            Err(e) => {
+                let log = Show(|f| e.write_log(f));
+                match (e.log_is_error(), e.log_has_pool_prefix()) {
+                    (true, true) => pr_err!("{}: {}\n", st.name(), log),
+                    (true, false) => pr_err!("{}\n", log),
+                    (false, _) => pr_warn!("{}\n", log),
+                }
+                return Err(Error::from_errno(-e.errno()));
+            }
+        };
+        st.run_message(&msg)
+            .map_err(|errno| Error::from_errno(-errno))
+    }
+
+    fn preresume(&self) -> Result {
+        let mut st = self.pool.lock_settled();
+        // bind_control_target.
+        let request = if st.bound_table == self.table_id {
+            BindRequest::SameTable
+        } else {
+            BindRequest::NewTable {
+                read_only: self.features.read_only,
+            }
+        };
+        st.bound_table = self.table_id;
+        st.event_table = self.event_table;
+        st.low_water_blocks = self.table.low_water_blocks;
+        st.features = self.live_features();
+        let needs_check = st.md.needs_check();
+        let change = st.mode.bind(
+            request,
+            self.features.error_if_no_space,
+            needs_check,
+            no_space_timeout_secs(),
+        );
+        st.report(&change);
+        let grew_data = st.maybe_grow(Space::Data, self.nr_data_blocks)?;
+        if grew_data {
+            st.grow_cache();
+        }
+        let metadata_blocks = usable_metadata_blocks(st.md.store_mut().refresh_size());
+        let grew_metadata = st.maybe_grow(Space::Metadata, metadata_blocks)?;
+        if let (true, Some(dev)) = (grew_metadata, self.metadata.handle()) {
+            warn_if_metadata_device_too_big(dev);
+        }
+        if grew_data || grew_metadata {
+            let _ = st.commit();
+        }
+        Ok(())
+    }
+
+    fn resume(&self) {
+        let mut st = self.pool.lock();
+        st.suspended = false;
+        st.data_low_water.rearm();
+        // dm-thin's requeue_bios: bios held for data space try again (the
+        // pool may have grown); those that still find none are held again.
+        for t in st.thins.iter() {
+            t.requeue_held();
+        }
+    }
+
+    fn presuspend(&self, _noflush: bool) {
+        self.pool.lock().suspended = true;
+        // Committers waiting for provisions stop waiting (see lock_settled).
+        self.pool.wake_committers();
+    }
+
+    fn presuspend_undo(&self) {
+        self.pool.lock().suspended = false;
+    }
+
+    fn postsuspend(&self) {
+        let _ = self.pool.lock_settled().commit();
+    }
+
+    fn device(&self) -> &DmDev {
+        &self.data
+    }
+
+    /// As dm-thin's `pool_io_hints`: `max_sectors`, `io_min` and `io_opt`
+    /// fitted to the block size (see [`pool_io_limits`]); for discards the
+    /// data device's limits with passdown, none without it or with discards
+    /// off. Passdown goes off here, with dm-thin's log line, if the data
+    /// device cannot discard a whole block; the table's live features take
+    /// that at preresume (dm calls this first, at the load of a new device's
+    /// first table and at each resume with a new table).
+    fn io_hints(&self, limits: &mut QueueLimits<'_>) {
+        let block_sectors = self.table.block_size;
+        let fitted = pool_io_limits(block_sectors, limits.max_sectors(), limits.io_opt());
+        limits.set_max_sectors(fitted.max_sectors);
+        if let Some((io_min, io_opt)) = fitted.io_min_opt {
+            limits.set_io_min_opt(io_min, io_opt);
+        }
+        if !self.features.discard_enabled {
+            limits.set_discard_granularity(0);
+            return;
+        }
+        if self.features.discard_passdown && !self.passdown_unsupported.load(Ordering::Relaxed) {
+            if let Some(why) = passdown_off(self.data.max_discard_sectors(), block_sectors) {
+                if let Some(dev) = self.data.handle() {
+                    pr_warn!(
+                        "Data device ({}) {}: Disabling discard passdown.\n",
+                        dev.name(),
+                        why.reason()
+                    );
+                }
+                self.passdown_unsupported.store(true, Ordering::Relaxed);
+            }
+        }
+        if !self.live_features().discard_passdown {
+            limits.set_max_hw_discard_sectors(0);
+        }
+    }
+}
+
+impl Pool {
+    /// This table's features as they go live: the requested ones, with
+    /// passdown off if the data device cannot take it (see `io_hints`).
+    fn live_features(&self) -> PoolFeatures {
+        let mut features = self.features;
+        if self.passdown_unsupported.load(Ordering::Relaxed) {
+            features.discard_passdown = false;
+        }
+        features
+    }
+}
