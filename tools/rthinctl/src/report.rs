@@ -194,169 +194,45 @@ fn pool_flags(p: &Pool) -> String {
 
 /// `status`'s pool table.
 pub const POOL_COLUMNS: &[Col] = &[
-    Col {
-        head: "POOL",
-        right: false,
-        names: &["pool", "lv_name", "name"],
-    },
-    Col {
-        head: "TARGET",
-        right: false,
-        names: &["target", "segtype"],
-    },
-    Col {
-        head: "MODE",
-        right: false,
-        names: &["mode"],
-    },
-    Col {
-        head: "TXN",
-        right: true,
-        names: &["txn", "transaction_id"],
-    },
-    Col {
-        head: "DATA",
-        right: true,
-        names: &["data", "data_used"],
-    },
-    Col {
-        head: "DSIZE",
-        right: true,
-        names: &["dsize", "lv_size", "size"],
-    },
-    Col {
-        head: "DATA%",
-        right: true,
-        names: &["data_percent"],
-    },
-    Col {
-        head: "META",
-        right: true,
-        names: &["meta", "metadata_used"],
-    },
-    Col {
-        head: "MSIZE",
-        right: true,
-        names: &["msize", "lv_metadata_size"],
-    },
-    Col {
-        head: "META%",
-        right: true,
-        names: &["metadata_percent"],
-    },
-    Col {
-        head: "HELD",
-        right: true,
-        names: &["held"],
-    },
-    Col {
-        head: "THINS",
-        right: true,
-        names: &["thins", "thin_count"],
-    },
-    Col {
-        head: "FLAGS",
-        right: false,
-        names: &["flags"],
-    },
+    Col::new("POOL", false, &["pool", "lv_name", "name"]),
+    Col::new("TARGET", false, &["target", "segtype"]),
+    Col::new("MODE", false, &["mode"]),
+    Col::new("TXN", true, &["txn", "transaction_id"]),
+    Col::new("DATA", true, &["data", "data_used"]),
+    Col::new("DSIZE", true, &["dsize", "lv_size", "size"]),
+    Col::new("DATA%", true, &["data_percent"]),
+    Col::new("META", true, &["meta", "metadata_used"]),
+    Col::new("MSIZE", true, &["msize", "lv_metadata_size"]),
+    Col::new("META%", true, &["metadata_percent"]),
+    Col::new("HELD", true, &["held"]),
+    Col::new("THINS", true, &["thins", "thin_count"]),
+    Col::new("FLAGS", false, &["flags"]),
 ];
 
 /// `status`'s thin table.
 pub const THIN_COLUMNS: &[Col] = &[
-    Col {
-        head: "THIN",
-        right: false,
-        names: &["thin", "lv_name", "name"],
-    },
-    Col {
-        head: "POOL",
-        right: false,
-        names: &["pool", "pool_lv"],
-    },
-    Col {
-        head: "ID",
-        right: true,
-        names: &["id", "thin_id"],
-    },
-    Col {
-        head: "SIZE",
-        right: true,
-        names: &["size", "lv_size"],
-    },
-    Col {
-        head: "MAPPED",
-        right: true,
-        names: &["mapped"],
-    },
-    Col {
-        head: "MAP%",
-        right: true,
-        names: &["data_percent"],
-    },
-    Col {
-        head: "HIGHEST",
-        right: true,
-        names: &["highest"],
-    },
-    Col {
-        head: "STATE",
-        right: false,
-        names: &["state"],
-    },
+    Col::new("THIN", false, &["thin", "lv_name", "name"]),
+    Col::new("POOL", false, &["pool", "pool_lv"]),
+    Col::new("ID", true, &["id", "thin_id"]),
+    Col::new("SIZE", true, &["size", "lv_size"]),
+    Col::new("MAPPED", true, &["mapped"]),
+    Col::new("MAP%", true, &["data_percent"]),
+    Col::new("HIGHEST", true, &["highest"]),
+    Col::new("STATE", false, &["state"]),
 ];
 
 /// `ls`'s table.
 pub const LS_COLUMNS: &[Col] = &[
-    Col {
-        head: "NAME",
-        right: false,
-        names: &["name", "lv_name"],
-    },
-    Col {
-        head: "LV",
-        right: false,
-        names: &["lv", "lv_full_name"],
-    },
-    Col {
-        head: "TYPE",
-        right: false,
-        names: &["type"],
-    },
-    Col {
-        head: "POOL",
-        right: false,
-        names: &["pool", "pool_lv"],
-    },
-    Col {
-        head: "ID",
-        right: true,
-        names: &["id", "thin_id"],
-    },
-    Col {
-        head: "SIZE",
-        right: true,
-        names: &["size", "lv_size"],
-    },
-    Col {
-        head: "USED",
-        right: true,
-        names: &["used"],
-    },
-    Col {
-        head: "USE%",
-        right: true,
-        names: &["data_percent"],
-    },
-    Col {
-        head: "META%",
-        right: true,
-        names: &["metadata_percent"],
-    },
-    Col {
-        head: "STATE",
-        right: false,
-        names: &["state"],
-    },
+    Col::new("NAME", false, &["name", "lv_name"]),
+    Col::new("LV", false, &["lv", "lv_full_name"]),
+    Col::new("TYPE", false, &["type"]),
+    Col::new("POOL", false, &["pool", "pool_lv"]),
+    Col::new("ID", true, &["id", "thin_id"]),
+    Col::new("SIZE", true, &["size", "lv_size"]),
+    Col::new("USED", true, &["used"]),
+    Col::new("USE%", true, &["data_percent"]),
+    Col::new("META%", true, &["metadata_percent"]),
+    Col::new("STATE", false, &["state"]),
 ];
 
 /// The `status` table for pools.

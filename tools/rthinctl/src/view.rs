@@ -21,6 +21,11 @@ pub struct Col {
 }
 
 impl Col {
+    /// A column.
+    pub const fn new(head: &'static str, right: bool, names: &'static [&'static str]) -> Self {
+        Col { head, right, names }
+    }
+
     /// True if `field` names this column.
     pub fn is(&self, field: &str) -> bool {
         self.head.eq_ignore_ascii_case(field)
@@ -253,21 +258,9 @@ mod tests {
     use super::*;
 
     const COLS: &[Col] = &[
-        Col {
-            head: "NAME",
-            right: false,
-            names: &["name"],
-        },
-        Col {
-            head: "SIZE",
-            right: true,
-            names: &["lv_size"],
-        },
-        Col {
-            head: "USE%",
-            right: true,
-            names: &["data_percent"],
-        },
+        Col::new("NAME", false, &["name"]),
+        Col::new("SIZE", true, &["lv_size"]),
+        Col::new("USE%", true, &["data_percent"]),
     ];
 
     fn rows() -> Vec<Vec<String>> {
