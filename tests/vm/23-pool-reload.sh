@@ -35,12 +35,14 @@ run dd if=/dev/urandom of=/tmp/small bs=4k count=1 2>/dev/null
 run dd if=/tmp/small of=/dev/mapper/thin bs=4k seek=$((7 * 16)) oflag=direct 2>/dev/null
 # The waker commits within a second or two: wait for the mapping on disk
 # (thin_dump opens its device exclusively: read a copy, with O_DIRECT, as
-# the page cache would keep showing the first read's stale blocks).
+# the page cache would keep showing the first read's stale blocks). Each
+# round copies the whole metadata device, seconds on a KASAN kernel under
+# TCG on a busy host: the wait allows for a few rounds.
 committed() {
 	dd if=$meta of=/tmp/meta.img bs=1M iflag=direct 2>/dev/null && thin_dump /tmp/meta.img >/tmp/dump.xml &&
 		grep -q 'origin_block="7" data_block=' /tmp/dump.xml
 }
-wait_for 10 committed || echo "no commit of block 7 within 10 s"
+wait_for 30 committed || echo "no commit of block 7 within 30 s"
 rm -f /tmp/meta.img
 data_block=$(sed -n 's/.*origin_block="7" data_block="\([0-9]*\)".*/\1/p' /tmp/dump.xml)
 [ -n "$data_block" ] || fail "no mapping for block 7: $(grep -A3 'dev_id="1"' /tmp/dump.xml)"
