@@ -46,7 +46,7 @@ impl ThinIo {
             Ok(()) => return,
             Err(bio) => bio,
         };
-        let found = match st.lookup_and_cache(self.dev_id, vblock) {
+        let found = match st.lookup_for(self.dev_id, vblock, dir == BioDir::Write) {
             Ok(found) => found,
             Err(_) => {
                 drop(st);
@@ -56,14 +56,13 @@ impl ThinIo {
         };
         let lookup = match found {
             None => Lookup::Unmapped,
-            Some(r) => Lookup::Mapped { shared: r.shared },
+            Some((_, shared)) => Lookup::Mapped { shared },
         };
         match (
             st.mode_state().decide_bio(WorkItem::Cell, dir, lookup),
             found,
         ) {
-            (BioAction::Remap, Some(r)) => {
-                let data_block = r.mapping.data_block;
+            (BioAction::Remap, Some((data_block, _))) => {
                 // Under the lock the lookup was made under: an unmapping of
                 // the block comes after, and waits for the bio.
                 self.track(&mut bio);
@@ -76,7 +75,7 @@ impl ThinIo {
                 self.read_hole(bio);
             }
             (BioAction::Provision | BioAction::BreakSharing, _) => {
-                let old = found.map(|r| r.mapping.data_block);
+                let old = found.map(|(data_block, _)| data_block);
                 self.provision(st, bio, vblock, old, after_commit);
             }
             (BioAction::Queue, _) => {

@@ -129,14 +129,31 @@ impl PoolState {
         rcu::synchronize_rcu();
     }
 
-    /// Looks up `vblock` of thin device `dev` and caches every mapping of
-    /// the B-tree leaf it lives in: one walk serves its neighbours' first
-    /// touch too.
-    pub(crate) fn lookup_and_cache(
+    /// The mapping of `vblock` of thin device `dev` as (data block,
+    /// shared), from the cache where it answers as the metadata would (any
+    /// entry for a read, an unshared one for a write: a shared entry may be
+    /// stale the other way), else from the B-tree ([`Self::lookup_and_cache`]).
+    /// Bios deferred while their block was being provisioned find it here
+    /// without a walk and a leaf's worth of cache updates each.
+    pub(crate) fn lookup_for(
         &self,
         dev: u32,
         vblock: u64,
-    ) -> Result<Option<LookupResult>, CoreError> {
+        write: bool,
+    ) -> Result<Option<(u64, bool)>, CoreError> {
+        if let Some(m) = self.cache.get().and_then(|c| c.get(dev, vblock)) {
+            if !(write && m.shared) {
+                return Ok(Some((m.data_block, m.shared)));
+            }
+        }
+        let found = self.lookup_and_cache(dev, vblock)?;
+        Ok(found.map(|r| (r.mapping.data_block, r.shared)))
+    }
+
+    /// Looks up `vblock` of thin device `dev` and caches every mapping of
+    /// the B-tree leaf it lives in: one walk serves its neighbours' first
+    /// touch too.
+    fn lookup_and_cache(&self, dev: u32, vblock: u64) -> Result<Option<LookupResult>, CoreError> {
         let cache = self.cache.get();
         self.md.lookup_leaf(dev.into(), vblock, |k, r| {
             if let Some(c) = &cache {
