@@ -411,15 +411,14 @@ fn check_globals(cmd: &Cmd, m: &clap::ArgMatches) -> Result<()> {
         leaf = sub;
     }
     let (name, ok) = honoured(cmd);
-    for id in [
-        "json",
-        "raw",
-        "units",
-        "no_suffix",
-        "no_headings",
-        "separator",
-        "verbose",
-    ] {
+    // Every global flag of the CLI definition: a new one is refused where
+    // `honoured` does not list it.
+    let globals = command();
+    for id in globals
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .map(|a| a.get_id().as_str())
+    {
         let given = matches!(
             leaf.value_source(id),
             Some(clap::parser::ValueSource::CommandLine)

@@ -185,7 +185,8 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
             meta_new_blocks: 0,
             caches,
         };
-        // The caches may come from an earlier use.
+        // The caches may come from an earlier use (`C` may be a `&mut
+        // TmCaches` lent to one metadata object after another).
         tm.forget_cached();
         tm.caches.dirty_ie = [DirtyIe::EMPTY; DIRTY_IE_SLOTS];
         tm
