@@ -107,6 +107,7 @@ pub(super) fn new_pool(
         last_table_id: 1,
         features,
         thins: KVec::new(),
+        twin_targets: 0,
         cache,
         cells: CellTable::new().map_err(|_| alloc)?,
         waiting_for_cells: false,
