@@ -7,6 +7,7 @@
 //! `ops` as methods of the transaction manager (`pdata::tm::Tm`), because shadowing a node needs the
 //! transaction manager and the space maps.
 
+pub mod descend;
 pub mod node;
 pub mod ops;
 
