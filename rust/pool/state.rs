@@ -11,8 +11,8 @@ use kernel::{
 };
 
 use super::{
-    cache::PoolCache, cells::CellTable, member::PoolMember, passdown::Passdown, PoolFlags,
-    PoolMetadata, Show,
+    cache::PoolCache, cells::CellTable, committed::CommittedView, member::PoolMember,
+    passdown::Passdown, PoolFlags, PoolMetadata, Show,
 };
 use crate::{
     dm::events::{DataLowWater, MetadataLowWater},
@@ -93,6 +93,9 @@ pub(crate) struct PoolState {
     pub(super) epoch: u64,
     /// Shared with the map path.
     pub(super) flags: Arc<PoolFlags>,
+    /// The last commit's tree for the workers' walks without this lock
+    /// (shared with [`PoolObj`]; published by every commit).
+    pub(super) committed: Arc<CommittedView>,
     /// Out of data space and queueing: since when, and for how long.
     pub(super) no_space_deadline: Option<(Instant<Monotonic>, u32)>,
     /// A metadata failure in this activation set needs_check (written again
@@ -177,7 +180,8 @@ impl PoolState {
     /// Records a change of thin device `thin`'s metadata at generation `gen`
     /// on every live target of the device: a reload's new table (built
     /// while the old one still takes writes) and any other table of the
-    /// same thin depend on it as much as `thin` does, for their flushes.
+    /// same thin depend on it as much as `thin` does, for their flushes and
+    /// for their lookups of the last commit (`CommittedView`).
     pub(crate) fn note_dev_change(&self, thin: &dyn PoolMember, gen: u64) {
         thin.note_change(gen);
         if self.twin_targets > 0 {
