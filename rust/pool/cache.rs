@@ -12,10 +12,11 @@
 use core::sync::atomic::AtomicU64;
 use kernel::{prelude::*, sync::rcu};
 
-use super::{committed::WalkStamp, PoolState};
+use super::PoolState;
 use crate::{
     core_error::CoreError,
     glue::rcu_box::{RcuBox, RcuReader},
+    metadata::committed::ReadStamp,
     metadata::mapping_cache::{slots_for, CachedMapping, MappingCache, WORDS_PER_SLOT},
     metadata::thin_metadata::{LookupResult, Mapping},
 };
@@ -179,7 +180,7 @@ impl PoolState {
     pub(crate) fn cache_committed_leaf(
         &self,
         dev: u32,
-        stamp: &WalkStamp,
+        stamp: &ReadStamp,
         changed: u64,
         leaf: &[(u64, Mapping)],
     ) {
