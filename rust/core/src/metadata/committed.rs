@@ -129,8 +129,18 @@ impl PublishedTree {
     }
 
     /// Publishes `tree`, of a commit covering change generation `covers`.
+    /// Publishing what is already published changes nothing, so reads under
+    /// way still stand (a commit with nothing to write, a status call).
     pub fn publish(&self, tree: CommittedTree, covers: u64) {
-        let odd = self.seq.load(Ordering::Relaxed) | 1;
+        let seq = self.seq.load(Ordering::Relaxed);
+        if seq & 1 == 0
+            && self.mapping_root.load(Ordering::Relaxed) == tree.mapping_root
+            && self.nr_blocks.load(Ordering::Relaxed) == tree.nr_blocks
+            && self.covers.load(Ordering::Relaxed) == covers
+        {
+            return;
+        }
+        let odd = seq | 1;
         self.seq.store(odd, Ordering::Relaxed);
         // The odd count before the new values (smp_wmb).
         fence(Ordering::Release);
@@ -206,8 +216,8 @@ pub mod selftest {
     }
 
     /// The protocol in one thread: nothing to read before the first
-    /// publication and after a withdrawal; a stamp stands until the next
-    /// publication or withdrawal.
+    /// publication and after a withdrawal; a stamp stands until another
+    /// tree is published or the tree is withdrawn.
     pub fn protocol() -> bool {
         let p = PublishedTree::new();
         let t1 = CommittedTree {
@@ -224,6 +234,8 @@ pub mod selftest {
             return false;
         };
         let first = got1 == t1 && s1.covers == 3 && p.still(&s1);
+        p.publish(t1, 3);
+        let same_again = p.still(&s1);
         p.publish(t2, 5);
         let Some((got2, s2)) = p.begin() else {
             return false;
@@ -233,7 +245,7 @@ pub mod selftest {
         let withdrawn = p.begin().is_none() && !p.still(&s2);
         p.publish(t1, 6);
         let again = p.begin().is_some_and(|(t, s)| t == t1 && s.covers == 6);
-        nothing_yet && first && second && withdrawn && again
+        nothing_yet && first && same_again && second && withdrawn && again
     }
 }
 
