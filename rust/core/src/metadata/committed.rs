@@ -19,8 +19,8 @@ use core::sync::atomic::{fence, AtomicU64, Ordering};
 use crate::core_error::{corrupt, CoreResult, Corruption};
 use crate::metadata::thin_metadata::{Mapping, ThinMetadata};
 use crate::pdata::block_store::BlockStore;
-use crate::pdata::btree::descend::descend;
-use crate::pdata::btree::{node, TreeKind};
+use crate::pdata::btree::descend::{descend, visit_leaf};
+use crate::pdata::btree::{node, TreeKind, Value};
 use crate::pdata::tm::CacheMem;
 
 /// Where a reader finds the last commit's mapping tree.
@@ -64,17 +64,10 @@ impl CommittedTree {
         let Some(sub) = sub else {
             return Ok(None);
         };
+        let mapping = |v: &[u8]| Mapping::unpack(Value::from_slice(v).as_u64());
         let found = descend(&mut read, sub, vblock, TreeKind::Mapping, |g, h, found| {
-            let Some(i) = found else {
-                return Ok(None);
-            };
-            for j in 0..h.nr_entries {
-                each(
-                    node::key(g, h, j)?,
-                    Mapping::unpack(node::value_u64(g, h, j)?),
-                );
-            }
-            node::value_u64(g, h, i).map(|v| Some(Mapping::unpack(v)))
+            let v = visit_leaf(g, h, found, |k, v| each(k, mapping(v)))?;
+            Ok(v.map(mapping))
         })?;
         Ok(found.flatten())
     }

@@ -44,3 +44,21 @@ where
     }
     Err(corrupt(Corruption::TooDeep))
 }
+
+/// For an `at_leaf` of [`descend`] that hands over a whole leaf: if the key
+/// was found, calls `each` with every entry of the leaf (key and value
+/// bytes), in key order, and returns the found entry's value bytes.
+pub fn visit_leaf<'a>(
+    leaf: &'a [u8],
+    h: &Header,
+    found: Option<usize>,
+    mut each: impl FnMut(u64, &[u8]),
+) -> CoreResult<Option<&'a [u8]>> {
+    let Some(i) = found else {
+        return Ok(None);
+    };
+    for j in 0..h.nr_entries {
+        each(node::key(leaf, h, j)?, node::value(leaf, h, j)?);
+    }
+    node::value(leaf, h, i).map(Some)
+}

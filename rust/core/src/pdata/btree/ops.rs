@@ -10,7 +10,7 @@
 
 use crate::core_error::{corrupt, CoreError, CoreResult, Corruption};
 use crate::pdata::block_store::BlockStore;
-use crate::pdata::btree::descend::descend;
+use crate::pdata::btree::descend::{descend, visit_leaf};
 use crate::pdata::btree::node::{self, Header};
 use crate::pdata::btree::{TreeKind, Value, MAX_DEPTH};
 use crate::pdata::checksum::BlockKind;
@@ -173,16 +173,8 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
         mut each: impl FnMut(u64, Value),
     ) -> CoreResult<Option<Value>> {
         let found = self.at_leaf_of(root, key, kind, |g, h, found| {
-            let Some(i) = found else {
-                return Ok(None);
-            };
-            for j in 0..h.nr_entries {
-                each(
-                    node::key(g, h, j)?,
-                    Value::from_slice(node::value(g, h, j)?),
-                );
-            }
-            Ok(Some(Value::from_slice(node::value(g, h, i)?)))
+            let v = visit_leaf(g, h, found, |k, v| each(k, Value::from_slice(v)))?;
+            Ok(v.map(Value::from_slice))
         })?;
         Ok(found.flatten())
     }
