@@ -84,40 +84,34 @@ impl CommittedView {
         leaf: &mut KVec<(u64, Mapping)>,
     ) -> Option<(Mapping, ReadStamp)> {
         let token = self.walkers.enter()?;
-        let found = self.walk(dev, vblock, changed, leaf);
+        let walk = || {
+            let (tree, stamp) = self.published.begin()?;
+            // Read after the stamp: a change made before this walk began
+            // is in the tree, or else makes the walk give up.
+            if changed() > stamp.covers {
+                return None;
+            }
+            // Without reclaim (this runs in the I/O path): no memory, no
+            // walk.
+            let scratch = KVec::from_elem(0u8, BLOCK_SIZE, GFP_NOWAIT | __GFP_NOWARN).ok()?;
+            let scratch = RefCell::new(scratch);
+            let read = |b: u64| {
+                let mut node = scratch.try_borrow_mut().map_err(|_| CoreError::Invalid)?;
+                self.reader.copy_node(b, &mut node)?;
+                Ok(RefMut::map(node, |v| &mut v[..]))
+            };
+            leaf.clear();
+            let each = |k, m| {
+                let _ = leaf.push_within_capacity((k, m));
+            };
+            let found = tree.lookup_leaf(dev.into(), vblock, read, each);
+            if !self.published.still(&stamp) {
+                return None;
+            }
+            found.ok().flatten().map(|m| (m, stamp))
+        };
+        let found = walk();
         self.walkers.exit(token);
         found
-    }
-
-    fn walk(
-        &self,
-        dev: u32,
-        vblock: u64,
-        changed: impl FnOnce() -> u64,
-        leaf: &mut KVec<(u64, Mapping)>,
-    ) -> Option<(Mapping, ReadStamp)> {
-        let (tree, stamp) = self.published.begin()?;
-        // Read after the stamp: a change made before this walk began is in
-        // the tree, or else makes the walk give up.
-        if changed() > stamp.covers {
-            return None;
-        }
-        // Without reclaim (this runs in the I/O path): no memory, no walk.
-        let scratch = KVec::from_elem(0u8, BLOCK_SIZE, GFP_NOWAIT | __GFP_NOWARN).ok()?;
-        let scratch = RefCell::new(scratch);
-        let read = |b: u64| {
-            let mut node = scratch.try_borrow_mut().map_err(|_| CoreError::Invalid)?;
-            self.reader.copy_node(b, &mut node)?;
-            Ok(RefMut::map(node, |v| &mut v[..]))
-        };
-        leaf.clear();
-        let each = |k, m| {
-            let _ = leaf.push_within_capacity((k, m));
-        };
-        let found = tree.lookup_leaf(dev.into(), vblock, read, each);
-        if !self.published.still(&stamp) {
-            return None;
-        }
-        found.ok().flatten().map(|m| (m, stamp))
     }
 }
