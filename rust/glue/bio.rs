@@ -209,8 +209,8 @@ unsafe extern "C" fn fill_done<T: Requeue>(
 /// also on failure), or the bio is stranded.
 #[must_use]
 pub(crate) struct FillHook {
-    pub(crate) notify: dm::dm_kcopyd_notify_fn,
-    pub(crate) context: *mut core::ffi::c_void,
+    pub(super) notify: dm::dm_kcopyd_notify_fn,
+    pub(super) context: *mut core::ffi::c_void,
 }
 
 /// A bio lent to the target for the duration of one map call.
@@ -279,15 +279,17 @@ impl Bio<'_> {
         unsafe { dm::rthin_bio_set_dev(self.raw.as_ptr(), dev.bdev()) };
     }
 
-    /// Points the bio at a device the target holds open.
-    pub(crate) fn set_bdev(&mut self, dev: BdevHandle) {
-        // SAFETY: the bio is live and ours; the handle's device is open while
-        // the target exists (`BdevHandle`'s contract).
+    /// Points the bio at the device of `dev`.
+    pub(crate) fn set_bdev(&mut self, dev: &BdevHandle) {
+        // SAFETY: the bio is live and ours; the handle keeps its device open
+        // now. Once the bio is remapped it is in flight for its thin target,
+        // which dm destroys only after the bio completes and which holds the
+        // devices it remaps to open (its `DmDev`s) until then.
         unsafe { dm::rthin_bio_set_dev(self.raw.as_ptr(), dev.raw()) };
     }
 
     /// Moves the bio to `sector` of `dev`.
-    pub(crate) fn remap_bdev(&mut self, dev: BdevHandle, sector: u64) {
+    pub(crate) fn remap_bdev(&mut self, dev: &BdevHandle, sector: u64) {
         self.set_bdev(dev);
         // SAFETY: as in `opf`.
         unsafe { (*self.raw.as_ptr()).bi_iter.bi_sector = sector };

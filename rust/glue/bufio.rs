@@ -35,9 +35,9 @@ use core::{
     slice,
     sync::atomic::{AtomicU8, Ordering},
 };
-use kernel::{bindings, error::from_err_ptr, prelude::*};
+use kernel::{error::from_err_ptr, prelude::*};
 
-use super::bindings as dm;
+use super::{bindings as dm, device::BdevHandle};
 use crate::{
     core_error::{CoreError, CoreResult},
     pdata::block_store::BlockStore,
@@ -83,6 +83,9 @@ const EIO_CORE: CoreError = CoreError::Io(-5);
 pub(crate) struct BufioStore {
     client: NonNull<dm::dm_bufio_client>,
     nr_blocks: u64,
+    /// Keeps the device open until the client is destroyed (drop destroys
+    /// the client before the fields go).
+    _bdev: BdevHandle,
 }
 
 // SAFETY: a dm-bufio client is internally locked and may be used from any
@@ -92,17 +95,17 @@ unsafe impl Send for BufioStore {}
 unsafe impl Sync for BufioStore {}
 
 impl BufioStore {
-    /// Creates a client of 4 KiB blocks on `bdev`, which the caller keeps
-    /// open for as long as the store lives (the pool holds the table's
-    /// `DmDev`, and a reloaded table opens the same device before the old
-    /// one closes it).
-    pub(crate) fn new(bdev: *mut bindings::block_device) -> Result<Self> {
-        // SAFETY: `bdev` is an open block device (caller's contract); the
-        // callbacks match dm-bufio's prototypes and only touch the buffer they
-        // are given; the aux size is that of `Aux`.
+    /// Creates a client of 4 KiB blocks on `bdev`, which the store keeps
+    /// open for as long as it lives (the pool object, which owns the store,
+    /// may outlive the table that opened the device).
+    pub(crate) fn new(bdev: BdevHandle) -> Result<Self> {
+        // SAFETY: `bdev` is open while the handle lives, which the store
+        // keeps until the client is destroyed; the callbacks match dm-bufio's
+        // prototypes and only touch the buffer they are given; the aux size
+        // is that of `Aux`.
         let raw = unsafe {
             dm::dm_bufio_client_create(
-                bdev,
+                bdev.raw(),
                 BLOCK_SIZE as u32,
                 1,
                 core::mem::size_of::<Aux>() as u32,
@@ -115,7 +118,11 @@ impl BufioStore {
         let client = NonNull::new(client).ok_or(ENOMEM)?;
         // SAFETY: `client` was just created and is valid.
         let nr_blocks = unsafe { dm::dm_bufio_get_device_size(client.as_ptr()) };
-        Ok(Self { client, nr_blocks })
+        Ok(Self {
+            client,
+            nr_blocks,
+            _bdev: bdev,
+        })
     }
 
     /// Re-reads the device size (it may have grown since the client was

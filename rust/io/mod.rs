@@ -77,8 +77,7 @@ pub(crate) struct ThinIo {
     /// The thin device id.
     pub(crate) dev_id: u32,
     pool: SharedPool,
-    /// The pool device, where remapped bios go (valid while the target lives:
-    /// the target flushes its workers before releasing the device).
+    /// The pool device, where remapped bios go.
     pool_bdev: BdevHandle,
     geometry: BlockGeometry,
     /// The external origin, if the table names one.
@@ -146,8 +145,8 @@ impl ThinIo {
                 pool_bdev: cfg.pool_bdev,
                 geometry: cfg.geometry,
                 origin: cfg.origin.map(|bdev| ExternalOrigin {
-                    bdev,
                     sectors: AtomicU64::new(bdev.nr_sectors()),
+                    bdev,
                 }),
                 queues,
                 completed,

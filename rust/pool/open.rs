@@ -39,7 +39,8 @@ pub(super) fn open_metadata(
 ) -> Result<KBox<PoolMetadata>, CtrError> {
     let fail = |errno: i32| CtrError::new(errno, glue_errors::CREATE_METADATA);
     let alloc = CtrError::new(ENOMEM, glue_errors::ALLOC_POOL);
-    let store = BufioStore::new(metadata.bdev()).map_err(|e| fail(-e.to_errno()))?;
+    let bdev = metadata.handle().ok_or(fail(EINVAL))?;
+    let store = BufioStore::new(bdev).map_err(|e| fail(-e.to_errno()))?;
     let unformatted = {
         let block = store.read(0, BlockKind::Raw).map_err(|e| fail(e.errno()))?;
         block.iter().all(|&b| b == 0)

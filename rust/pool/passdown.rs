@@ -28,7 +28,7 @@ pub(crate) struct Passdown {
     owner: usize,
     /// The freed data blocks.
     pub(super) blocks: KVec<u64>,
-    /// The owner's pool device, open while the owner lives.
+    /// The owner's pool device (the handle keeps it open).
     pool_bdev: BdevHandle,
     geometry: BlockGeometry,
 }

@@ -101,7 +101,7 @@ impl TargetOps for Pool {
         };
         let metadata = ti.get_device(metadata_word, glue_errors::OPEN_METADATA)?;
         if let Some(dev) = metadata.handle() {
-            warn_if_metadata_device_too_big(dev);
+            warn_if_metadata_device_too_big(&dev);
         }
         let data = ti.get_device(data_word, glue_errors::OPEN_DATA)?;
         let parsed = parsed.map_err(|e| CtrError::new(e.errno(), e.message()))?;
@@ -232,7 +232,7 @@ impl TargetOps for Pool {
         let metadata_blocks = usable_metadata_blocks(st.md.store_mut().refresh_size());
         let grew_metadata = st.maybe_grow(Space::Metadata, metadata_blocks)?;
         if let (true, Some(dev)) = (grew_metadata, self.metadata.handle()) {
-            warn_if_metadata_device_too_big(dev);
+            warn_if_metadata_device_too_big(&dev);
         }
         if grew_data || grew_metadata {
             let _ = st.commit();
