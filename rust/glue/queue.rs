@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The pool's workqueue for the I/O path (`WQ_MEM_RECLAIM`, per CPU).
+//! The pool's workqueue for the I/O path (`WQ_MEM_RECLAIM`, per CPU), and
+//! what `kernel::workqueue` lacks for it: queueing on a given CPU, waiting
+//! for a work item.
 
 use core::ptr::NonNull;
-use kernel::{bindings, prelude::*};
+use kernel::{
+    bindings,
+    prelude::*,
+    workqueue::{RawWorkItem, Work},
+};
 
 use super::bindings as dm;
 
@@ -29,6 +35,35 @@ impl IoQueue {
     pub(super) fn raw(&self) -> *mut bindings::workqueue_struct {
         self.0.as_ptr()
     }
+
+    /// Queues `w` to run on `cpu` (`Queue::enqueue` always queues
+    /// unbound); as there, an item already queued is handed back.
+    pub(super) fn enqueue_on<W, const ID: u64>(&self, cpu: u32, w: W) -> W::EnqueueOutput
+    where
+        W: RawWorkItem<ID> + Send + 'static,
+    {
+        let queue = self.raw();
+        // `queue_work_on` indexes per-CPU data by the id: one out of range
+        // queues unbound instead.
+        let cpu = match i32::try_from(cpu) {
+            Ok(c) if cpu < kernel::cpu::nr_cpu_ids() => c,
+            _ => dm::RTHIN_WORK_CPU_UNBOUND,
+        };
+        // SAFETY: as in `Queue::enqueue`, with a CPU id that is valid: the
+        // closure queues the `work_struct` `__enqueue` hands it, once, on this
+        // live queue (which drains queued work before it is destroyed), and
+        // returns false only if the item is already queued; `__enqueue`
+        // keeps the item valid until its work function runs; `W` is `Send`
+        // and `'static`.
+        unsafe { w.__enqueue(move |work| bindings::queue_work_on(cpu, queue, work)) }
+    }
+}
+
+/// Waits until `work` is neither queued nor running.
+pub(super) fn flush_work<T: ?Sized, const ID: u64>(work: &Work<T, ID>) {
+    // SAFETY: `work` is a live, initialised work item (a `Work` is only made
+    // initialised, by `Work::new`); flushing an idle item returns at once.
+    unsafe { bindings::flush_work(Work::raw_get(work)) };
 }
 
 impl Drop for IoQueue {

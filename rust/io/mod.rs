@@ -82,7 +82,8 @@ pub(crate) struct ThinIo {
     geometry: BlockGeometry,
     /// The external origin, if the table names one.
     origin: Option<ExternalOrigin>,
-    /// Bios deferred by the map call, and anything that may wait.
+    /// Bios deferred by the map call, and anything that may wait. Both
+    /// lanes hold this state until [`Self::quiesce`] closes them.
     queues: CpuQueues<ThinIo>,
     /// Completed whole-block writes of provisions: never wait on anything
     /// but the pool lock, so the commits that wait for provisions (on the
@@ -169,11 +170,16 @@ impl ThinIo {
         }
     }
 
-    /// Waits until no worker of this thin runs (the target is going away).
+    /// The target is going away: waits until no worker of this thin runs
+    /// (a completion's worker may requeue on the deferred lane, hence the
+    /// second flush of it), then closes both lanes, which lets go of this
+    /// state (the lanes hold it from `new` on).
     pub(crate) fn quiesce(&self) {
         self.queues.flush();
         self.completed.flush();
         self.queues.flush();
+        self.completed.close();
+        self.queues.close();
     }
 
     /// Holds a bio until data space appears; during a noflush suspend, dm
