@@ -5,7 +5,7 @@
 //! ([`MdKey`], [`MdRef`]).
 
 use core::{fmt, ptr::NonNull};
-use kernel::{bindings, error::to_result, fs::File, prelude::*, sync::aref::ARef};
+use kernel::{bindings, error::to_result, prelude::*};
 
 use super::bindings as dm;
 use crate::dm::status_buf::DevNum;
@@ -70,13 +70,9 @@ impl DmDev {
         let bdev = NonNull::new(self.bdev())?;
         // SAFETY: `file` is the file dm opened the device through; this
         // `DmDev` holds dm's count on it until `dm_put_device`, so it is
-        // positive for this borrow. The file was never installed in a file
-        // table, so no `fdget_pos` is under way on it.
-        let file = unsafe { File::from_raw_file(file.as_ptr()) };
-        Some(BdevHandle {
-            _file: ARef::from(file),
-            bdev,
-        })
+        // live; `get_file` takes a count of its own, which the handle owns.
+        unsafe { bindings::get_file(file.as_ptr()) };
+        Some(BdevHandle { file, bdev })
     }
 
     /// The raw `dev_t`, for comparing devices.
@@ -143,10 +139,9 @@ impl kernel::fmt::Display for BdevName<'_> {
 /// `dm_put_device` gives up its claim on the device (`bdev_fput`) and its own
 /// count, and the last count closes the device. Cloning takes a count;
 /// nothing on the I/O path clones (a bio is remapped through a borrow).
-#[derive(Clone)]
 pub(crate) struct BdevHandle {
-    /// Keeps the device open.
-    _file: ARef<File>,
+    /// The file, of which the handle owns one count.
+    file: NonNull<bindings::file>,
     /// The device `file` holds open.
     bdev: NonNull<bindings::block_device>,
 }
@@ -156,6 +151,32 @@ pub(crate) struct BdevHandle {
 unsafe impl Send for BdevHandle {}
 // SAFETY: as above; every method only reads the device pointer.
 unsafe impl Sync for BdevHandle {}
+
+impl Clone for BdevHandle {
+    fn clone(&self) -> Self {
+        // SAFETY: the handle owns a count, so the file is live; the clone
+        // owns the count `get_file` takes.
+        unsafe { bindings::get_file(self.file.as_ptr()) };
+        Self {
+            file: self.file,
+            bdev: self.bdev,
+        }
+    }
+}
+
+impl Drop for BdevHandle {
+    fn drop(&mut self) {
+        // Synchronously, as dm's own `close_table_device`: when this is the
+        // last count the device closes now, so a `dmsetup remove` of a dm
+        // device below (the pool, under a thin) that follows in the same
+        // ioctl finds it closed; `fput` would close it only at the task's
+        // return to user space. Handles go in process context only (target
+        // destructors, workers, the pool object's drop), where closing may
+        // sleep.
+        // SAFETY: the handle owns one count on the file, given back once.
+        unsafe { bindings::__fput_sync(self.file.as_ptr()) };
+    }
+}
 
 impl BdevHandle {
     /// The raw pointer, for dm-kcopyd regions, dm-bufio and bios; valid
