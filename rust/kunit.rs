@@ -166,6 +166,11 @@ mod core_suite {
     }
 
     #[test]
+    fn committed_tree_protocol() {
+        assert!(crate::metadata::committed::selftest::protocol());
+    }
+
+    #[test]
     fn dm_events_data_low_water_once() {
         assert!(crate::dm::events::selftest::data_low_water_once());
     }

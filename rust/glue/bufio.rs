@@ -24,6 +24,10 @@
 //!   `dm_bm_unlock` does). Had we marked it dirty first, a write-back racing
 //!   with the modification could clear the dirty bit and lose the change.
 //!
+//! * **Copies for readers without the mutex.** A [`BufioReader`] shares the
+//!   client and copies nodes of the last commit out of it (the workers'
+//!   lookups that take no pool lock); it never writes a buffer.
+//!
 //! Guards release their buffer on drop. The store is used under the pool's
 //! mutex only; the aux fields are atomics because `write_callback` reads them
 //! from whatever context dm-bufio writes back in.
@@ -35,7 +39,7 @@ use core::{
     slice,
     sync::atomic::{AtomicU8, Ordering},
 };
-use kernel::{error::from_err_ptr, prelude::*};
+use kernel::{error::from_err_ptr, prelude::*, sync::Arc};
 
 use super::{bindings as dm, device::BdevHandle};
 use crate::{
@@ -79,28 +83,57 @@ fn code_kind(code: u8) -> BlockKind {
 /// EIO as a core error.
 const EIO_CORE: CoreError = CoreError::Io(-5);
 
-/// A dm-bufio client over the metadata device; destroyed on drop.
-pub(crate) struct BufioStore {
-    client: NonNull<dm::dm_bufio_client>,
-    nr_blocks: u64,
-    /// Keeps the device open until the client is destroyed (drop destroys
-    /// the client before the fields go).
+/// A dm-bufio client, destroyed once its store and every reader are gone.
+struct Client {
+    raw: NonNull<dm::dm_bufio_client>,
+    /// Keeps the metadata device open until the client is destroyed (its
+    /// drop destroys the client before the fields go): the pool object,
+    /// which owns the store, and the readers may outlive the table that
+    /// opened the device.
     _bdev: BdevHandle,
 }
 
 // SAFETY: a dm-bufio client is internally locked and may be used from any
-// process context; `BufioStore` is only used under the pool mutex.
-unsafe impl Send for BufioStore {}
-// SAFETY: shared access (`read`) goes through dm-bufio's own locking.
-unsafe impl Sync for BufioStore {}
+// process context.
+unsafe impl Send for Client {}
+// SAFETY: as above.
+unsafe impl Sync for Client {}
+
+impl Client {
+    fn raw(&self) -> *mut dm::dm_bufio_client {
+        self.raw.as_ptr()
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        // SAFETY: the client is valid; no guard outlives the store (guards
+        // borrow it) and readers release their buffer before they return, so
+        // none is held. Destroying writes back whatever is still dirty
+        // (sealed by `write_callback`).
+        unsafe { dm::dm_bufio_client_destroy(self.raw()) };
+    }
+}
+
+/// The metadata core's block store over a dm-bufio client on the metadata
+/// device; used under the pool's mutex only.
+pub(crate) struct BufioStore {
+    client: Arc<Client>,
+    nr_blocks: u64,
+}
+
+/// Copies of B-tree nodes from the store's client, for readers that do not
+/// hold the pool's mutex ([`BufioReader::copy_node`]).
+pub(crate) struct BufioReader {
+    client: Arc<Client>,
+}
 
 impl BufioStore {
-    /// Creates a client of 4 KiB blocks on `bdev`, which the store keeps
-    /// open for as long as it lives (the pool object, which owns the store,
-    /// may outlive the table that opened the device).
+    /// Creates a client of 4 KiB blocks on `bdev`, which the client keeps
+    /// open for as long as it lives (see `Client`).
     pub(crate) fn new(bdev: BdevHandle) -> Result<Self> {
-        // SAFETY: `bdev` is open while the handle lives, which the store
-        // keeps until the client is destroyed; the callbacks match dm-bufio's
+        // SAFETY: `bdev` is open while the handle lives, which the client
+        // keeps until it is destroyed; the callbacks match dm-bufio's
         // prototypes and only touch the buffer they are given; the aux size
         // is that of `Aux`.
         let raw = unsafe {
@@ -115,21 +148,28 @@ impl BufioStore {
             )
         };
         let client = from_err_ptr(raw)?;
-        let client = NonNull::new(client).ok_or(ENOMEM)?;
-        // SAFETY: `client` was just created and is valid.
-        let nr_blocks = unsafe { dm::dm_bufio_get_device_size(client.as_ptr()) };
-        Ok(Self {
-            client,
-            nr_blocks,
+        let client = Client {
+            raw: NonNull::new(client).ok_or(ENOMEM)?,
             _bdev: bdev,
-        })
+        };
+        // SAFETY: `client` was just created and is valid.
+        let nr_blocks = unsafe { dm::dm_bufio_get_device_size(client.raw()) };
+        let client = Arc::new(client, GFP_KERNEL)?;
+        Ok(Self { client, nr_blocks })
+    }
+
+    /// A reader of the same client.
+    pub(crate) fn reader(&self) -> BufioReader {
+        BufioReader {
+            client: self.client.clone(),
+        }
     }
 
     /// Re-reads the device size (it may have grown since the client was
     /// created) and returns it in blocks; the store never shrinks.
     pub(crate) fn refresh_size(&mut self) -> u64 {
         // SAFETY: the client is valid for the store's lifetime.
-        let now = unsafe { dm::dm_bufio_get_device_size(self.client.as_ptr()) };
+        let now = unsafe { dm::dm_bufio_get_device_size(self.client.raw()) };
         self.nr_blocks = self.nr_blocks.max(now);
         now
     }
@@ -146,9 +186,9 @@ impl BufioStore {
         // store's users (ctr, messages, status, workers) allow.
         let data = unsafe {
             if new {
-                dm::dm_bufio_new(self.client.as_ptr(), b, &mut bp)
+                dm::dm_bufio_new(self.client.raw(), b, &mut bp)
             } else {
-                dm::dm_bufio_read(self.client.as_ptr(), b, &mut bp)
+                dm::dm_bufio_read(self.client.raw(), b, &mut bp)
             }
         };
         let data = from_err_ptr(data).map_err(|e| CoreError::Io(e.to_errno()))?;
@@ -190,11 +230,55 @@ impl BufioStore {
     }
 }
 
-impl Drop for BufioStore {
-    fn drop(&mut self) {
-        // SAFETY: no guard outlives the store (guards borrow it); destroying
-        // writes back whatever is still dirty (sealed by `write_callback`).
-        unsafe { dm::dm_bufio_client_destroy(self.client.as_ptr()) };
+impl BufioReader {
+    /// Copies block `b` into `out` (`BLOCK_SIZE` bytes) and checks the copy
+    /// is a valid B-tree node of that block (unless the buffer already
+    /// passed as one). Sleeps if the block must be read from the media.
+    ///
+    /// Meant for the last commit's nodes, which nothing writes until the
+    /// next commit; after it, a block may be rewritten under the copy, so
+    /// the copy may be torn: the caller must learn afterwards whether a
+    /// commit happened meanwhile and then discard it (`pool::committed`).
+    /// Buffers are held only within this call, so the store's owner may
+    /// reset the client once no call is running.
+    pub(crate) fn copy_node(&self, b: u64, out: &mut [u8]) -> CoreResult<()> {
+        if out.len() != BLOCK_SIZE {
+            return Err(CoreError::Invalid);
+        }
+        let mut bp: *mut dm::dm_buffer = ptr::null_mut();
+        // SAFETY: the client is valid while `self` lives; `bp` is a valid out
+        // pointer; a block past the device's end fails with an error.
+        let data = unsafe { dm::dm_bufio_read(self.client.raw(), b, &mut bp) };
+        let data = from_err_ptr(data).map_err(|e| CoreError::Io(e.to_errno()))?;
+        let Some(buf) = NonNull::new(bp) else {
+            return Err(EIO_CORE);
+        };
+        let words = data.cast::<u64>();
+        let validated = if words.is_null() || !words.is_aligned() {
+            None
+        } else {
+            // SAFETY: the aux area of a held buffer holds an `Aux`
+            // (`alloc_callback`).
+            let aux = unsafe { &*dm::dm_bufio_get_aux_data(buf.as_ptr()).cast::<Aux>() };
+            let validated = aux.validated.load(Ordering::Acquire) == kind_code(BlockKind::Node);
+            for (i, chunk) in out.chunks_exact_mut(8).enumerate() {
+                // SAFETY: a held buffer's data is `BLOCK_SIZE` bytes, aligned
+                // for u64 (checked above), so word `i < BLOCK_SIZE / 8` is in
+                // it. The bytes may be written concurrently (see above):
+                // volatile word loads, as READ_ONCE, and the caller discards
+                // a torn copy.
+                let w = unsafe { ptr::read_volatile(words.add(i)) };
+                chunk.copy_from_slice(&w.to_ne_bytes());
+            }
+            Some(validated)
+        };
+        // SAFETY: the buffer was obtained above and is released once.
+        unsafe { dm::dm_bufio_release(buf.as_ptr()) };
+        match validated {
+            None => Err(EIO_CORE),
+            Some(true) => Ok(()),
+            Some(false) => verify(BlockKind::Node, b, out),
+        }
     }
 }
 
@@ -255,7 +339,7 @@ impl BlockStore for BufioStore {
         // SAFETY: the client is valid; no guard is alive (guards borrow the
         // store, which `&mut self` excludes). Dirty buffers are written back
         // first (sealed by `write_callback`), then every buffer is freed.
-        unsafe { dm::dm_bufio_client_reset(self.client.as_ptr()) };
+        unsafe { dm::dm_bufio_client_reset(self.client.raw()) };
     }
 
     type Read<'a> = ReadGuard<'a>;
@@ -311,12 +395,12 @@ impl BlockStore for BufioStore {
 
     fn flush(&mut self) -> CoreResult<()> {
         // SAFETY: the client is valid; both calls wait for their I/O.
-        let ret = unsafe { dm::dm_bufio_write_dirty_buffers(self.client.as_ptr()) };
+        let ret = unsafe { dm::dm_bufio_write_dirty_buffers(self.client.raw()) };
         if ret < 0 {
             return Err(CoreError::Io(ret));
         }
         // SAFETY: as above.
-        let ret = unsafe { dm::dm_bufio_issue_flush(self.client.as_ptr()) };
+        let ret = unsafe { dm::dm_bufio_issue_flush(self.client.raw()) };
         if ret < 0 {
             return Err(CoreError::Io(ret));
         }

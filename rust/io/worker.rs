@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The workers: what happens to a bio the map call deferred (a lookup under
-//! the pool lock, the mode's decision, a provision, a read of a hole, a
-//! discard).
+//! The workers: what happens to a bio the map call deferred (a read of a
+//! block the last commit maps, without the pool lock; else a lookup under
+//! it, the mode's decision, a provision, a read of a hole, a discard).
 
-use kernel::prelude::*;
+use kernel::{
+    alloc::flags::{__GFP_NOWARN, GFP_NOWAIT},
+    prelude::*,
+};
 
 use super::ThinIo;
 use crate::{
     dm::pool_mode::{BioAction, BioDir, DiscardAction, IoError, Lookup, WorkItem},
     glue::bio::{BioKind, OwnedBio},
+    pool::committed::LEAF_MAPPINGS,
 };
 
 impl ThinIo {
@@ -41,6 +45,12 @@ impl ThinIo {
         let mut bio = bio;
         let sector = bio.view().sector();
         let vblock = self.geometry.block_of(sector);
+        if dir == BioDir::Read {
+            bio = match self.read_committed(bio, vblock) {
+                Ok(()) => return,
+                Err(bio) => bio,
+            };
+        }
         let mut st = self.pool.lock_unblocked();
         let mut bio = match st.try_park(self.dev_id, vblock, bio) {
             Ok(()) => return,
@@ -92,6 +102,46 @@ impl ThinIo {
                 bio.complete(None);
             }
         }
+    }
+
+    /// A read of a block the last commit maps, while this device has no
+    /// change that commit does not cover: remapped from a walk of the
+    /// committed tree, without the pool lock, so that such lookups run side
+    /// by side on every CPU and never wait for a commit or a provision. The
+    /// lock is taken after the bio is on its way, only to cache the block's
+    /// leaf, and not waited for. Gives the bio back when the walk cannot
+    /// answer (a hole, a newer change, a commit meanwhile): the locked path
+    /// decides then.
+    fn read_committed(&self, mut bio: OwnedBio, vblock: u64) -> Result<(), OwnedBio> {
+        if self.pool.flags.fails_io() || bio.view().wants_durability() {
+            return Err(bio);
+        }
+        // Without reclaim, as the walk's own buffer.
+        let Ok(mut leaf) = KVec::with_capacity(LEAF_MAPPINGS, GFP_NOWAIT | __GFP_NOWARN) else {
+            return Err(bio);
+        };
+        // Before the lookup, as in the map call: a block unmapped after it
+        // is neither reused nor discarded before the bio completes.
+        let Some(token) = self.pool.tracker.enter() else {
+            return Err(bio);
+        };
+        let committed = &self.pool.committed;
+        let Some((mapping, stamp)) =
+            committed.lookup_leaf(self.dev_id, vblock, || self.changed_gen(), &mut leaf)
+        else {
+            self.pool.tracker.exit(token);
+            return Err(bio);
+        };
+        bio.track(&self.pool.tracker, token);
+        match self.remap(&mut bio, mapping.data_block) {
+            Ok(()) => bio.submit(),
+            Err(e) => bio.complete(Some(e)),
+        }
+        self.counters.unlocked_lookups.inc();
+        if let Some(st) = self.pool.try_lock() {
+            st.cache_committed_leaf(self.dev_id, &stamp, self.changed_gen(), &leaf);
+        }
+        Ok(())
     }
 
     /// A read of an unprovisioned block: from the external origin where it

@@ -3,10 +3,11 @@
 //! handles of its writers and readers.
 //!
 //! Writers are the pool's workers and message handlers, under the pool lock
-//! ([`PoolCache`], owned by `PoolState`); readers are the thin targets' map
-//! calls, under `rcu_read_lock` ([`PoolCacheReader`]). When the pool grows
-//! past what its cache was sized for, the owner swaps in a bigger, empty one
-//! ([`PoolCache::grow_for`]).
+//! ([`PoolCache`], owned by `PoolState`), filling it from the metadata or
+//! from a walk of the last commit made without the lock; readers are the
+//! thin targets' map calls, under `rcu_read_lock` ([`PoolCacheReader`]).
+//! When the pool grows past what its cache was sized for, the owner swaps in
+//! a bigger, empty one ([`PoolCache::grow_for`]).
 
 use core::sync::atomic::AtomicU64;
 use kernel::{prelude::*, sync::rcu};
@@ -15,8 +16,9 @@ use super::PoolState;
 use crate::{
     core_error::CoreError,
     glue::rcu_box::{RcuBox, RcuReader},
+    metadata::committed::ReadStamp,
     metadata::mapping_cache::{slots_for, CachedMapping, MappingCache, WORDS_PER_SLOT},
-    metadata::thin_metadata::LookupResult,
+    metadata::thin_metadata::{LookupResult, Mapping},
 };
 
 /// Bytes of one slot.
@@ -167,6 +169,33 @@ impl PoolState {
                 );
             }
         })
+    }
+
+    /// Caches the leaf a walk of the last commit found
+    /// (`CommittedView::lookup_leaf`) if it is still current: no commit
+    /// ended since the walk began, and thin device `dev` has no change that
+    /// commit does not cover (`changed`, its change generation read under
+    /// this lock, where changes are made). Sharing follows the device's
+    /// details now (a snapshot since the commit makes its blocks shared).
+    pub(crate) fn cache_committed_leaf(
+        &self,
+        dev: u32,
+        stamp: &ReadStamp,
+        changed: u64,
+        leaf: &[(u64, Mapping)],
+    ) {
+        if !self.committed.unchanged_since(stamp) || changed > stamp.covers {
+            return;
+        }
+        let (Some(c), Ok(Some(details))) = (self.cache.get(), self.md.device_details(dev.into()))
+        else {
+            return;
+        };
+        for &(vblock, mapping) in leaf {
+            let r = LookupResult::new(&details, mapping);
+            let (data_block, shared) = (mapping.data_block, r.shared);
+            c.publish(dev, vblock, CachedMapping { data_block, shared });
+        }
     }
 
     /// Caches a mapping just made: `vblock` of `dev` is `data_block`,

@@ -90,6 +90,8 @@ impl PoolState {
             e.errno()
         );
         pr_err!("{}: aborting current metadata transaction\n", self.name());
+        // The abort resets the block cache, which no walk may hold a buffer of.
+        self.committed.withdraw();
         let abort_ok = self.md.abort().is_ok();
         self.epoch = self.epoch.wrapping_add(1);
         self.forget_mappings();
@@ -106,6 +108,12 @@ impl PoolState {
         self.flags
             .committed
             .store(self.flags.changes(), Ordering::Release);
+        if abort_ok {
+            // Every change made so far is in it or lost (and its targets
+            // fail their durable bios and never walk it again).
+            self.committed
+                .publish(self.md.committed_tree(), self.flags.committed());
+        }
         self.freed_since_commit = false;
         // The unmappings of the discards waiting to pass down are undone:
         // their blocks are mapped again and must not be discarded.
@@ -153,6 +161,7 @@ impl PoolState {
             return Err(e.errno());
         }
         self.flags.committed.store(covers, Ordering::Release);
+        self.committed.publish(self.md.committed_tree(), covers);
         self.flags.commits.fetch_add(1, Ordering::Relaxed);
         // Covered now, but for changes lost before.
         self.closed_changes.retain(|c| c.1 == u64::MAX);

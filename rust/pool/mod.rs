@@ -22,6 +22,7 @@
 //! | `member.rs` | what the pool asks of a thin target's I/O state |
 //! | `cells.rs` | the cell table (dm-thin's bio prison) |
 //! | `cache.rs` | the mapping cache: its memory, and its writers under the pool lock |
+//! | `committed.rs` | the last commit's tree, for the workers' lookups without the pool lock |
 //! | `cpu_counter.rs` | a per-CPU statistics counter |
 //!
 //! Locks: see `Documentation/io-path.md`, "The rules of the I/O path".
@@ -37,7 +38,7 @@ use kernel::{
     sync::{Arc, CondVar, Mutex, MutexGuard},
 };
 
-use self::{cache::PoolCacheReader, stats::ThinCountersEntry};
+use self::{cache::PoolCacheReader, committed::CommittedView, stats::ThinCountersEntry};
 use crate::glue::{
     inflight::{GpWaiter, IoTracker},
     kcopyd::Kcopyd,
@@ -48,6 +49,7 @@ use crate::glue::{
 pub(crate) mod cache;
 pub(crate) mod cells;
 mod commit;
+pub(crate) mod committed;
 pub(crate) mod cpu_counter;
 pub(crate) mod member;
 mod message;
@@ -108,6 +110,9 @@ pub(crate) struct PoolObj {
     pub(crate) flags: Arc<PoolFlags>,
     /// The map path's view of the mapping cache.
     pub(crate) mappings: PoolCacheReader,
+    /// The last commit's tree, for the workers' lookups without the pool
+    /// lock.
+    pub(crate) committed: Arc<CommittedView>,
     /// Periodic commit and no-space deadline; holds the object while
     /// started (see [`SharedPool`]).
     pub(super) waker: Arc<Ticker<PoolObj>>,
@@ -195,5 +200,10 @@ impl PoolObj {
     /// Takes the pool lock.
     pub(crate) fn lock(&self) -> MutexGuard<'_, PoolState> {
         self.state.lock()
+    }
+
+    /// Takes the pool lock if it is free.
+    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, PoolState>> {
+        self.state.try_lock()
     }
 }

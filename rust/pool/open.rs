@@ -9,7 +9,8 @@ use core::{
 use kernel::{debugfs::Dir, new_condvar, new_mutex, prelude::*, str::CString, sync::Arc};
 
 use super::{
-    cache::PoolCache, cells::CellTable, PoolFlags, PoolObj, PoolState, SharedPool, WAKER_PERIOD_MS,
+    cache::PoolCache, cells::CellTable, committed::CommittedView, PoolFlags, PoolObj, PoolState,
+    SharedPool, WAKER_PERIOD_MS,
 };
 use crate::{
     dm::errno::{EINVAL, ENOMEM, EPERM},
@@ -89,6 +90,9 @@ pub(super) fn new_pool(
     let alloc = CtrError::new(ENOMEM, glue_errors::ALLOC_POOL);
     let metadata_md = open_metadata(metadata, block_size, features.read_only)?;
     let flags = Arc::new(PoolFlags::default(), GFP_KERNEL).map_err(|_| alloc)?;
+    let committed = CommittedView::new(metadata_md.store().reader()).map_err(|_| alloc)?;
+    let committed = Arc::new(committed, GFP_KERNEL).map_err(|_| alloc)?;
+    committed.publish(metadata_md.committed_tree(), flags.committed());
     let tracker = Arc::pin_init(IoTracker::new(), GFP_KERNEL).map_err(|_| alloc)?;
     let (cache, mappings) = PoolCache::new(metadata_md.data_usage().total).map_err(|_| alloc)?;
     flags
@@ -111,6 +115,7 @@ pub(super) fn new_pool(
         last_table_id: 1,
         features,
         thins: KVec::new(),
+        twin_targets: 0,
         cache,
         cells: CellTable::new().map_err(|_| alloc)?,
         waiting_for_cells: false,
@@ -128,6 +133,7 @@ pub(super) fn new_pool(
         committers: 0,
         epoch: 0,
         flags: flags.clone(),
+        committed: committed.clone(),
         no_space_deadline: None,
         needs_check_set: false,
         data_bdev: None,
@@ -150,6 +156,7 @@ pub(super) fn new_pool(
             kcopyd,
             flags,
             mappings,
+            committed,
             waker,
             tracker,
             gp_waiter,

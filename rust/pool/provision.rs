@@ -148,7 +148,7 @@ impl PoolState {
     ) -> Result<(), IoError> {
         match self.md.insert_mapping(thin.dev_id().into(), vblock, b) {
             Ok(()) => {
-                thin.note_change(self.flags.change());
+                self.note_dev_change(thin, self.flags.change());
                 self.freed_since_commit |= replaces;
                 self.check_metadata_low_water();
                 Ok(())
@@ -200,7 +200,7 @@ impl PoolState {
             }
         }
         if n > 0 {
-            thin.note_change(self.flags.change());
+            self.note_dev_change(thin, self.flags.change());
         }
         self.freed_since_commit |= any_freed;
         Ok(n)

@@ -11,8 +11,8 @@ use kernel::{
 };
 
 use super::{
-    cache::PoolCache, cells::CellTable, member::PoolMember, passdown::Passdown, PoolFlags,
-    PoolMetadata, Show,
+    cache::PoolCache, cells::CellTable, committed::CommittedView, member::PoolMember,
+    passdown::Passdown, PoolFlags, PoolMetadata, Show,
 };
 use crate::{
     dm::events::{DataLowWater, MetadataLowWater},
@@ -51,6 +51,10 @@ pub(crate) struct PoolState {
     pub(crate) features: PoolFeatures,
     /// The I/O state of every constructed thin target.
     pub(crate) thins: KVec<Arc<dyn PoolMember>>,
+    /// Targets in `thins` of a device that has another target there too (a
+    /// reload's new table while the old one lives, two tables of one thin):
+    /// while there are any, a change is noted on every target of its device.
+    pub(super) twin_targets: usize,
     /// The mapping cache of all the pool's thin devices (its writers' side).
     pub(super) cache: PoolCache,
     /// Virtual blocks being provisioned.
@@ -89,6 +93,9 @@ pub(crate) struct PoolState {
     pub(super) epoch: u64,
     /// Shared with the map path.
     pub(super) flags: Arc<PoolFlags>,
+    /// The last commit's tree for the workers' walks without this lock
+    /// (shared with [`PoolObj`]; published by every commit).
+    pub(super) committed: Arc<CommittedView>,
     /// Out of data space and queueing: since when, and for how long.
     pub(super) no_space_deadline: Option<(Instant<Monotonic>, u32)>,
     /// A metadata failure in this activation set needs_check (written again
@@ -164,8 +171,24 @@ impl PoolState {
 
     /// Registers a constructed thin target's I/O state.
     pub(crate) fn open_thin(&mut self, io: Arc<dyn PoolMember>) -> Result<(), Error> {
+        let twin = self.thins.iter().any(|t| t.dev_id() == io.dev_id());
         self.thins.push(io, GFP_KERNEL)?;
+        self.twin_targets += usize::from(twin);
         Ok(())
+    }
+
+    /// Records a change of thin device `thin`'s metadata at generation `gen`
+    /// on every live target of the device: a reload's new table (built
+    /// while the old one still takes writes) and any other table of the
+    /// same thin depend on it as much as `thin` does, for their flushes and
+    /// for their lookups of the last commit (`CommittedView`).
+    pub(crate) fn note_dev_change(&self, thin: &dyn PoolMember, gen: u64) {
+        thin.note_change(gen);
+        if self.twin_targets > 0 {
+            for t in self.thins.iter().filter(|t| t.dev_id() == thin.dev_id()) {
+                t.note_change(gen);
+            }
+        }
     }
 
     /// The change generation a new target of thin device `dev_id` starts
@@ -199,6 +222,9 @@ impl PoolState {
             .position(|t| core::ptr::addr_eq(Arc::as_ptr(t), core::ptr::from_ref(io)))
         {
             let _ = self.thins.remove(i);
+            if self.thins.iter().any(|t| t.dev_id() == io.dev_id()) {
+                self.twin_targets = self.twin_targets.saturating_sub(1);
+            }
         }
         // A later target of the device depends on its uncommitted changes.
         let gen = io.changed_gen();

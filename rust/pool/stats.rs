@@ -73,13 +73,16 @@ impl PoolFlags {
 }
 
 /// Counters of one thin target, shown in debugfs
-/// (`/sys/kernel/debug/rthin-<pool>/<thin>`). The two the map call bumps
-/// are spread over the CPUs.
+/// (`/sys/kernel/debug/rthin-<pool>/<thin>`). The ones the map call and
+/// the workers bump without the pool lock are spread over the CPUs.
 pub(crate) struct ThinCounters {
     /// Bios remapped in the map call.
     pub(crate) fast_remaps: CpuCounter,
     /// Bios deferred to a worker.
     pub(crate) deferred: CpuCounter,
+    /// Deferred reads a worker remapped from the last commit's tree,
+    /// without the pool lock.
+    pub(crate) unlocked_lookups: CpuCounter,
     /// Blocks provisioned (zeroed or written whole).
     pub(crate) provisioned: AtomicU64,
     /// Shared blocks replaced by a private copy before a write.
@@ -92,6 +95,7 @@ impl ThinCounters {
         Ok(Self {
             fast_remaps: CpuCounter::new()?,
             deferred: CpuCounter::new()?,
+            unlocked_lookups: CpuCounter::new()?,
             provisioned: AtomicU64::new(0),
             sharing_broken: AtomicU64::new(0),
         })
@@ -102,6 +106,7 @@ impl ThinCounters {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         writeln!(f, "fast_remaps {}", self.fast_remaps.sum())?;
         writeln!(f, "deferred {}", self.deferred.sum())?;
+        writeln!(f, "unlocked_lookups {}", self.unlocked_lookups.sum())?;
         writeln!(f, "provisioned {}", get(&self.provisioned))?;
         writeln!(f, "sharing_broken {}", get(&self.sharing_broken))
     }

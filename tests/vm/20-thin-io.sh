@@ -74,12 +74,13 @@ counters=$(cat $stats/$thin_dev) || fail "the counters file went with the reload
 # Without any flush or status call (status commits), the waker commits
 # within a second or two, as dm-thin's COMMIT_PERIOD: the on-disk metadata
 # then shows an 18th mapped block. (thin_dump opens its device exclusively:
-# read a copy.)
+# read a copy, with direct I/O: the pool writes the device underneath its
+# page cache, which a buffered copy would keep serving after the first.)
 run dd if=/tmp/small of=/dev/mapper/thin bs=4k seek=$((50 * 16)) oflag=direct 2>/dev/null
 committed=
 for i in 1 2 3 4 5 6 7 8 9 10; do
 	sleep 1
-	run dd if=$meta of=/tmp/meta.img bs=1M 2>/dev/null
+	run dd if=$meta of=/tmp/meta.img bs=1M iflag=direct 2>/dev/null
 	run thin_dump /tmp/meta.img >/tmp/dump.xml
 	if grep -q 'dev_id="1" mapped_blocks="18"' /tmp/dump.xml; then
 		committed=$i

@@ -4,7 +4,8 @@
 # one-second commit period: a message is committed on return (C27), a write
 # followed by fsync is committed with its data on the data device (I52), a
 # FUA (O_DSYNC) write that provisions is committed before it completes (I57),
-# a pool INFO status commits and a --noflush one does not (D31).
+# a pool INFO status commits and a --noflush one does not (D31), a flush
+# through a reloaded thin commits the writes its old table took.
 . /rthin/tests/lib.sh
 
 use_impl rthin
@@ -123,6 +124,31 @@ run dd if=/tmp/p of=/dev/mapper/thin bs=4k seek=$((30 * 16)) count=1 oflag=direc
 run dmsetup status pool >/dev/null
 cut
 [ -n "$(data_block 30)" ] || bad "D31: block 30 not on disk after an INFO status"
+
+# --- Reload: lvextend builds the new table while the old one still takes
+# writes; a flush through the new table after the swap must commit them. A
+# round counts only if the waker had not committed before the flush.
+reload_rounds=0 reload_ok=0
+v=40
+while [ $v -lt 50 ]; do
+	run dmsetup reload thin --table "0 131072 rthin /dev/mapper/pool 9"
+	run dd if=/tmp/p of=/dev/mapper/thin bs=4k seek=$((v * 16)) count=1 oflag=direct 2>/dev/null
+	run dmsetup suspend thin
+	run dmsetup resume thin
+	changes=$(counter changes)
+	if [ "$(counter committed)" -lt "$changes" ]; then
+		# An empty flush (fsync of the device, nothing written through it).
+		run dd if=/dev/null of=/dev/mapper/thin conv=fsync,notrunc 2>/dev/null
+		committed=$(counter committed)
+		reload_rounds=$((reload_rounds + 1))
+		[ "$committed" -ge "$changes" ] && reload_ok=$((reload_ok + 1))
+		echo "reload: changes $changes, committed after the flush $committed"
+	fi
+	v=$((v + 1))
+done
+echo "reload: the flush committed the old table's write in $reload_ok/$reload_rounds rounds"
+[ $reload_rounds -ge 2 ] || bad "reload: the waker committed before every flush; no round to judge"
+[ $reload_ok = $reload_rounds ] || bad "reload: a flush through the new table completed before the old table's write was committed"
 
 run dmsetup remove thin
 run dmsetup remove pool

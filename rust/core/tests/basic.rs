@@ -516,3 +516,89 @@ fn data_index_entries_written_at_commit() {
         assert_eq!(md.data_block_count(i * per + 1).unwrap(), 0);
     }
 }
+
+/// The last commit's tree answers as the metadata did at that commit, for a
+/// reader that copies its nodes from the store, however much the live
+/// transaction changes meanwhile (its blocks are never written before the
+/// next commit), and hands over each mapped block's whole leaf.
+#[test]
+fn committed_tree_is_stable_until_the_next_commit() {
+    use rthin_core::metadata::thin_metadata::Mapping;
+    use rthin_core::pdata::block_store::BlockStore;
+    use rthin_core::pdata::checksum::BlockKind;
+    let mut md = ThinMetadata::format(mem_store(200), 128, 200_000).unwrap();
+    md.create_thin(1).unwrap();
+    md.create_thin(2).unwrap();
+    for v in 0..6000u64 {
+        let b = md.alloc_data_block().unwrap();
+        md.insert_mapping(1, v * 3, b).unwrap();
+    }
+    md.commit().unwrap();
+    let tree = md.committed_tree();
+    let want: Vec<Option<Mapping>> = (0..18_000u64)
+        .map(|v| md.lookup(1, v).unwrap().map(|r| r.mapping))
+        .collect();
+    // Every kind of change, none committed: new mappings (splits), private
+    // copies after a snapshot, a removed range, a deleted device, a new one.
+    md.create_snap(3, 1).unwrap();
+    for v in (0..18_000u64).step_by(7) {
+        let b = md.alloc_data_block().unwrap();
+        md.insert_mapping(1, v, b).unwrap();
+    }
+    md.remove_range(1, 9000, 12_000).unwrap();
+    md.delete(2).unwrap();
+    md.create_thin(4).unwrap();
+    // Churn: blocks allocated and freed again in this transaction, so the
+    // allocator wraps around the device, past the blocks the changes above
+    // freed (which the commit still uses).
+    for round in 0..24u64 {
+        md.create_thin(10 + round).unwrap();
+        for v in 0..3000u64 {
+            let b = md.alloc_data_block().unwrap();
+            md.insert_mapping(10 + round, v, b).unwrap();
+        }
+        md.delete(10 + round).unwrap();
+    }
+    let copy = |b: u64| -> Result<Vec<u8>, CoreError> {
+        Ok(md.store().read(b, BlockKind::Node)?.to_vec())
+    };
+    let copy = &copy;
+    for (v, expected) in want.iter().enumerate() {
+        let v = v as u64;
+        let mut leaf = Vec::new();
+        let got = tree
+            .lookup_leaf(1, v, copy, |k, m| leaf.push((k, m)))
+            .unwrap();
+        assert_eq!(got, *expected, "vblock {v}");
+        match got {
+            Some(m) => {
+                assert!(leaf.contains(&(v, m)) && leaf.len() > 1);
+                assert!(leaf.windows(2).all(|w| w[0].0 < w[1].0));
+                for (k, m) in leaf {
+                    assert_eq!(want[k as usize], Some(m));
+                }
+            }
+            None => assert!(leaf.is_empty()),
+        }
+    }
+    // Device 2 is still in the commit (empty), 4 is not yet.
+    assert_eq!(tree.lookup_leaf(2, 0, copy, |_, _| {}).unwrap(), None);
+    assert_eq!(tree.lookup_leaf(4, 0, copy, |_, _| {}).unwrap(), None);
+    // A pointer outside the metadata device is refused, not followed.
+    let bad = rthin_core::metadata::committed::CommittedTree {
+        nr_blocks: 10,
+        ..tree
+    };
+    assert!(bad.lookup_leaf(1, 0, copy, |_, _| {}).is_err());
+    md.commit().unwrap();
+    assert_ne!(md.committed_tree(), tree);
+    let copy = |b: u64| -> Result<Vec<u8>, CoreError> {
+        Ok(md.store().read(b, BlockKind::Node)?.to_vec())
+    };
+    assert_eq!(
+        md.committed_tree()
+            .lookup_leaf(1, 7, copy, |_, _| {})
+            .unwrap(),
+        md.lookup(1, 7).unwrap().map(|r| r.mapping)
+    );
+}

@@ -57,6 +57,16 @@ pub struct LookupResult {
     pub shared: bool,
 }
 
+impl LookupResult {
+    /// `mapping` of a device with `details`, with its sharing.
+    pub fn new(details: &DeviceDetails, mapping: Mapping) -> Self {
+        Self {
+            mapping,
+            shared: details.snapshotted_time > mapping.time,
+        }
+    }
+}
+
 /// Space usage of one space map, as dm-thin reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SpaceUsage {
@@ -409,13 +419,7 @@ impl<S: BlockStore, C: CacheMem> ThinMetadata<S, C> {
         Ok(self
             .tm
             .btree_lookup(sub, vblock, TreeKind::Mapping)?
-            .map(|v| {
-                let mapping = Mapping::unpack(v.as_u64());
-                LookupResult {
-                    mapping,
-                    shared: d.snapshotted_time > mapping.time,
-                }
-            }))
+            .map(|v| LookupResult::new(&d, Mapping::unpack(v.as_u64()))))
     }
 
     /// Looks up the mapping of `vblock` in device `dev`; if it is mapped,
@@ -430,13 +434,7 @@ impl<S: BlockStore, C: CacheMem> ThinMetadata<S, C> {
     ) -> CoreResult<Option<LookupResult>> {
         let d = self.existing(dev)?;
         let sub = self.subtree_root(dev)?;
-        let result = |v: Value| {
-            let mapping = Mapping::unpack(v.as_u64());
-            LookupResult {
-                mapping,
-                shared: d.snapshotted_time > mapping.time,
-            }
-        };
+        let result = |v: Value| LookupResult::new(&d, Mapping::unpack(v.as_u64()));
         Ok(self
             .tm
             .btree_lookup_leaf(sub, vblock, TreeKind::Mapping, |k, v| each(k, result(v)))?

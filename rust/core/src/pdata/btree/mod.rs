@@ -8,6 +8,7 @@
 //! maps, one file each: [`ops`] (reads and lookups), [`shadow`] (copy-on-write
 //! and recursive release), [`insert`], [`remove`] and [`walk`].
 
+pub mod descend;
 pub mod insert;
 pub mod node;
 pub mod ops;

@@ -9,6 +9,7 @@
 
 use crate::core_error::{corrupt, CoreResult, Corruption};
 use crate::pdata::block_store::BlockStore;
+use crate::pdata::btree::descend::descend;
 use crate::pdata::btree::node::{self, Header};
 use crate::pdata::btree::{TreeKind, Value, MAX_DEPTH};
 use crate::pdata::checksum::BlockKind;
@@ -44,25 +45,11 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
         kind: TreeKind,
         at_leaf: impl FnOnce(&[u8], &Header, Option<usize>) -> CoreResult<R>,
     ) -> CoreResult<Option<R>> {
-        let mut cur = root;
-        for _ in 0..MAX_DEPTH {
-            self.check_meta_block(cur)?;
-            let g = self.store.read(cur, BlockKind::Node)?;
-            let h = node::check(&g, kind.value_size())?;
-            let idx = node::lower_bound(&g, &h, key)?;
-            if h.leaf {
-                let found = match idx {
-                    Some(i) if node::key(&g, &h, i)? == key => Some(i),
-                    _ => None,
-                };
-                return at_leaf(&g, &h, found).map(Some);
-            }
-            match idx {
-                None => return Ok(None),
-                Some(i) => cur = node::value_u64(&g, &h, i)?,
-            }
-        }
-        Err(corrupt(Corruption::TooDeep))
+        let read = |b| {
+            self.check_meta_block(b)?;
+            self.store.read(b, BlockKind::Node)
+        };
+        descend(read, root, key, kind, at_leaf)
     }
 
     /// Looks `key` up.
