@@ -39,9 +39,9 @@ use core::{
     slice,
     sync::atomic::{AtomicU8, Ordering},
 };
-use kernel::{bindings, error::from_err_ptr, prelude::*, sync::Arc};
+use kernel::{error::from_err_ptr, prelude::*, sync::Arc};
 
-use super::bindings as dm;
+use super::{bindings as dm, device::BdevHandle};
 use crate::{
     core_error::{CoreError, CoreResult},
     pdata::block_store::BlockStore,
@@ -84,7 +84,14 @@ fn code_kind(code: u8) -> BlockKind {
 const EIO_CORE: CoreError = CoreError::Io(-5);
 
 /// A dm-bufio client, destroyed once its store and every reader are gone.
-struct Client(NonNull<dm::dm_bufio_client>);
+struct Client {
+    raw: NonNull<dm::dm_bufio_client>,
+    /// Keeps the metadata device open until the client is destroyed (its
+    /// drop destroys the client before the fields go): the pool object,
+    /// which owns the store, and the readers may outlive the table that
+    /// opened the device.
+    _bdev: BdevHandle,
+}
 
 // SAFETY: a dm-bufio client is internally locked and may be used from any
 // process context.
@@ -94,7 +101,7 @@ unsafe impl Sync for Client {}
 
 impl Client {
     fn raw(&self) -> *mut dm::dm_bufio_client {
-        self.0.as_ptr()
+        self.raw.as_ptr()
     }
 }
 
@@ -122,17 +129,16 @@ pub(crate) struct BufioReader {
 }
 
 impl BufioStore {
-    /// Creates a client of 4 KiB blocks on `bdev`, which the caller keeps
-    /// open for as long as the store lives (the pool holds the table's
-    /// `DmDev`, and a reloaded table opens the same device before the old
-    /// one closes it).
-    pub(crate) fn new(bdev: *mut bindings::block_device) -> Result<Self> {
-        // SAFETY: `bdev` is an open block device (caller's contract); the
-        // callbacks match dm-bufio's prototypes and only touch the buffer they
-        // are given; the aux size is that of `Aux`.
+    /// Creates a client of 4 KiB blocks on `bdev`, which the client keeps
+    /// open for as long as it lives (see `Client`).
+    pub(crate) fn new(bdev: BdevHandle) -> Result<Self> {
+        // SAFETY: `bdev` is open while the handle lives, which the client
+        // keeps until it is destroyed; the callbacks match dm-bufio's
+        // prototypes and only touch the buffer they are given; the aux size
+        // is that of `Aux`.
         let raw = unsafe {
             dm::dm_bufio_client_create(
-                bdev,
+                bdev.raw(),
                 BLOCK_SIZE as u32,
                 1,
                 core::mem::size_of::<Aux>() as u32,
@@ -142,7 +148,10 @@ impl BufioStore {
             )
         };
         let client = from_err_ptr(raw)?;
-        let client = Client(NonNull::new(client).ok_or(ENOMEM)?);
+        let client = Client {
+            raw: NonNull::new(client).ok_or(ENOMEM)?,
+            _bdev: bdev,
+        };
         // SAFETY: `client` was just created and is valid.
         let nr_blocks = unsafe { dm::dm_bufio_get_device_size(client.raw()) };
         let client = Arc::new(client, GFP_KERNEL)?;

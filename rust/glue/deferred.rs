@@ -10,18 +10,19 @@
 //! accumulated and processes it in a `memalloc_noio` scope (allocations in
 //! the worker must not recurse into block I/O).
 
-use core::{
-    marker::PhantomPinned,
-    ptr,
-    sync::atomic::{AtomicPtr, Ordering},
+use kernel::{
+    cpu, new_spinlock_irq, new_work,
+    prelude::*,
+    sync::{Arc, SpinLockIrq},
+    workqueue::{impl_has_work, Work, WorkItem},
 };
-use kernel::{bindings, cpu, new_spinlock_irq, prelude::*, sync::SpinLockIrq, types::Opaque};
 
 use super::{
     bindings as dm,
     bio::{BioList, OwnedBio},
-    queue::IoQueue,
+    queue::{flush_work, IoQueue},
 };
+use crate::dm::pool_mode::IoError;
 
 /// Which of its owner's lists a set of per-CPU lists is. An owner keeps
 /// work that may wait for other work (commits wait for provisions) apart
@@ -42,137 +43,190 @@ pub(crate) trait Drain: Send + Sync + 'static {
     fn drain(&self, lane: Lane, bios: BioList);
 }
 
-/// One CPU's list and work item.
-#[repr(C)]
+/// What a CPU's lock guards.
+struct SlotState<T> {
+    bios: BioList,
+    /// Whom the worker calls: set by [`CpuQueues::set_owner`], taken back by
+    /// [`CpuQueues::close`].
+    owner: Option<Arc<T>>,
+    /// Closed: pushes are refused.
+    closed: bool,
+}
+
+/// One CPU's list and work item. Each slot is an `Arc` of its own, so that
+/// a queued work item holds its slot (`kernel::workqueue`'s model: the
+/// queue owns a reference until the work has run).
 #[pin_data]
-pub(crate) struct CpuSlot<T: Drain> {
+struct CpuSlot<T: Drain> {
     #[pin]
-    work: Opaque<bindings::work_struct>,
+    work: Work<CpuSlot<T>>,
     /// The CPU's list: irq-safe, last in the lock order
     /// (`Documentation/io-path.md`, "The rules of the I/O path").
     #[pin]
-    bios: SpinLockIrq<BioList>,
+    state: SpinLockIrq<SlotState<T>>,
     cpu: u32,
     lane: Lane,
-    owner: AtomicPtr<T>,
-    #[pin]
-    _pin: PhantomPinned,
 }
 
-// SAFETY: the work item is only touched through the workqueue API, the list
-// under its lock; `owner` is an atomic pointer to a `Sync` owner.
-unsafe impl<T: Drain> Send for CpuSlot<T> {}
-// SAFETY: as above.
-unsafe impl<T: Drain> Sync for CpuSlot<T> {}
+impl_has_work! {
+    impl{T: Drain} HasWork<Self> for CpuSlot<T> { self.work }
+}
 
-/// The work function of every slot.
-///
-/// # Safety
-/// Called by the workqueue with the `work` field of a live `CpuSlot<T>` whose
-/// owner was set ([`CpuQueues::new`]'s contract keeps both alive while work is
-/// queued).
-unsafe extern "C" fn run<T: Drain>(work: *mut bindings::work_struct) {
-    let offset = core::mem::offset_of!(CpuSlot<T>, work);
-    // SAFETY: `work` is the `work` field of a `CpuSlot<T>` (only `CpuQueues`
-    // initialises these work items), so stepping back gives the slot.
-    let slot = unsafe { &*work.cast::<u8>().sub(offset).cast::<CpuSlot<T>>() };
-    let owner = slot.owner.load(Ordering::Acquire);
-    if owner.is_null() {
-        return;
-    }
-    // SAFETY: the owner outlives its queues' work (`CpuQueues::flush`).
-    let owner = unsafe { &*owner };
-    // SAFETY: paired with the restore below, on this task.
-    let noio = unsafe { dm::rthin_memalloc_noio_save() };
-    loop {
-        let batch = core::mem::take(&mut *slot.bios.lock());
-        if batch.is_empty() {
-            break;
+impl<T: Drain> WorkItem for CpuSlot<T> {
+    type Pointer = Arc<Self>;
+
+    /// Drains the CPU's list in a `memalloc_noio` scope until it stays
+    /// empty, holding the owner for the run.
+    fn run(this: Arc<Self>) {
+        let Some(owner) = this.state.lock().owner.clone() else {
+            // Closed: `close` completed what the list held.
+            return;
+        };
+        // SAFETY: paired with the restore below, on this task.
+        let noio = unsafe { dm::rthin_memalloc_noio_save() };
+        loop {
+            let batch = core::mem::take(&mut this.state.lock().bios);
+            if batch.is_empty() {
+                break;
+            }
+            owner.drain(this.lane, batch);
         }
-        owner.drain(slot.lane, batch);
+        // SAFETY: restores what `rthin_memalloc_noio_save` returned above.
+        unsafe { dm::rthin_memalloc_noio_restore(noio) };
     }
-    // SAFETY: restores what `rthin_memalloc_noio_save` returned above.
-    unsafe { dm::rthin_memalloc_noio_restore(noio) };
 }
 
 /// Per-CPU deferred lists of one owner `T`.
+///
+/// The lists hold their owner from [`Self::set_owner`] to [`Self::close`]
+/// (an owner that keeps its own lists is kept alive by them until then), so
+/// a worker never runs for an owner that has gone; dropping the lists closes
+/// them.
 pub(crate) struct CpuQueues<T: Drain> {
-    slots: Pin<KBox<[CpuSlot<T>]>>,
+    slots: KVec<Arc<CpuSlot<T>>>,
 }
 
 impl<T: Drain> CpuQueues<T> {
-    /// One slot per possible CPU id. The owner must be set with
-    /// [`Self::set_owner`] before the first push, and must call
-    /// [`Self::flush`] before it goes away.
+    /// One slot per possible CPU id, with no owner yet: bios pushed before
+    /// [`Self::set_owner`] wait on the lists.
     pub(crate) fn new(lane: Lane) -> Result<Self> {
-        let n = cpu::nr_cpu_ids() as usize;
-        let slots = KBox::pin_slice(
-            |i| {
+        let n = (cpu::nr_cpu_ids() as usize).max(1);
+        let mut slots = KVec::with_capacity(n, GFP_KERNEL)?;
+        for cpu in 0..n {
+            let slot = Arc::pin_init(
                 pin_init!(CpuSlot {
-                    // SAFETY: INIT_WORK on the slot's own, pinned work item.
-                    work <- Opaque::ffi_init(|w| unsafe { dm::rthin_init_work(w, Some(run::<T>)) }),
-                    bios <- new_spinlock_irq!(BioList::new(), "rthin_deferred"),
-                    cpu: i as u32,
+                    work <- new_work!("rthin_deferred"),
+                    state <- new_spinlock_irq!(
+                        SlotState {
+                            bios: BioList::new(),
+                            owner: None,
+                            closed: false,
+                        },
+                        "rthin_deferred"
+                    ),
+                    cpu: cpu as u32,
                     lane,
-                    owner: AtomicPtr::new(ptr::null_mut()),
-                    _pin: PhantomPinned,
-                }? Error)
-            },
-            n.max(1),
-            GFP_KERNEL,
-        )?;
+                }),
+                GFP_KERNEL,
+            )?;
+            slots.push(slot, GFP_KERNEL)?;
+        }
         Ok(Self { slots })
     }
 
-    /// Tells the workers whom to call. `owner` must stay at this address
-    /// until [`Self::flush`] has returned for the last time.
-    pub(crate) fn set_owner(&self, owner: &T) {
+    /// Tells the workers whom to call; the lists hold `owner` until
+    /// [`Self::close`]. No effect once closed.
+    pub(crate) fn set_owner(&self, owner: &Arc<T>) {
         for slot in self.slots.iter() {
-            slot.owner
-                .store(ptr::from_ref(owner).cast_mut(), Ordering::Release);
+            let mut state = slot.state.lock();
+            if !state.closed {
+                state.owner = Some(owner.clone());
+            }
         }
     }
 
-    fn slot_here(&self) -> Option<&CpuSlot<T>> {
+    fn slot_here(&self) -> Option<&Arc<CpuSlot<T>>> {
         let here = cpu::CpuId::current().as_u32() as usize;
         self.slots
             .get(here.checked_rem(self.slots.len()).unwrap_or(0))
     }
 
-    fn kick(&self, wq: &IoQueue, slot: &CpuSlot<T>) {
-        // SAFETY: the queue and the slot's initialised work item are live;
-        // queueing an already pending item is a no-op.
-        unsafe { bindings::queue_work_on(slot.cpu as i32, wq.raw(), slot.work.get()) };
+    fn kick(wq: &IoQueue, slot: &Arc<CpuSlot<T>>) {
+        // Already queued: that run will see what was just pushed (it takes
+        // the list after it starts), and the reference comes back here.
+        let _ = wq.enqueue_on(slot.cpu, slot.clone());
     }
 
-    /// Defers a bio on the current CPU's list and wakes that CPU's worker.
+    /// Defers a bio on the current CPU's list and wakes that CPU's worker;
+    /// once the lists are closed, completes it with an I/O error.
     pub(crate) fn push(&self, wq: &IoQueue, bio: OwnedBio) {
         let Some(slot) = self.slot_here() else {
-            // Unreachable: the slice has at least one slot.
-            bio.complete(Some(crate::dm::pool_mode::IoError::Io));
+            // Unreachable: there is at least one slot.
+            bio.complete(Some(IoError::Io));
             return;
         };
-        slot.bios.lock().push(bio);
-        self.kick(wq, slot);
+        let mut state = slot.state.lock();
+        if state.closed {
+            drop(state);
+            bio.complete(Some(IoError::Io));
+            return;
+        }
+        state.bios.push(bio);
+        drop(state);
+        Self::kick(wq, slot);
     }
 
-    /// Defers a whole list on the current CPU.
+    /// Defers a whole list on the current CPU, as [`Self::push`].
     pub(crate) fn push_list(&self, wq: &IoQueue, bios: &mut BioList) {
         if bios.is_empty() {
             return;
         }
-        if let Some(slot) = self.slot_here() {
-            slot.bios.lock().append(bios);
-            self.kick(wq, slot);
+        let Some(slot) = self.slot_here() else {
+            return;
+        };
+        let mut state = slot.state.lock();
+        if state.closed {
+            drop(state);
+            while let Some(bio) = bios.pop() {
+                bio.complete(Some(IoError::Io));
+            }
+            return;
         }
+        state.bios.append(bios);
+        drop(state);
+        Self::kick(wq, slot);
     }
 
     /// Waits until no worker runs or is queued for these lists.
     pub(crate) fn flush(&self) {
         for slot in self.slots.iter() {
-            // SAFETY: the work item is initialised and live.
-            unsafe { bindings::flush_work(slot.work.get()) };
+            flush_work(&slot.work);
         }
+    }
+
+    /// Refuses pushes from now on, completes what the lists still hold
+    /// with an I/O error, waits for the workers, and lets the owner go.
+    pub(crate) fn close(&self) {
+        for slot in self.slots.iter() {
+            let (mut left, owner) = {
+                let mut state = slot.state.lock();
+                state.closed = true;
+                (core::mem::take(&mut state.bios), state.owner.take())
+            };
+            while let Some(bio) = left.pop() {
+                bio.complete(Some(IoError::Io));
+            }
+            // A worker that took the owner before the close keeps it until
+            // it returns: wait for it, so that none runs once closed.
+            flush_work(&slot.work);
+            drop(owner);
+        }
+    }
+}
+
+impl<T: Drain> Drop for CpuQueues<T> {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 
@@ -182,7 +236,7 @@ pub(crate) mod selftest {
         ptr::{self, NonNull},
         sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     };
-    use kernel::bindings;
+    use kernel::{bindings, prelude::*, sync::Arc};
 
     use super::{CpuQueues, Drain, IoQueue, Lane};
     use crate::glue::bio::{Bio, BioList};
@@ -257,10 +311,15 @@ pub(crate) mod selftest {
         ) else {
             return false;
         };
-        let owner = Collector {
-            seen: AtomicUsize::new(0),
-            sector_sum: AtomicU64::new(0),
-            reordered: AtomicBool::new(false),
+        let Ok(owner) = Arc::new(
+            Collector {
+                seen: AtomicUsize::new(0),
+                sector_sum: AtomicU64::new(0),
+                reordered: AtomicBool::new(false),
+            },
+            GFP_KERNEL,
+        ) else {
+            return false;
         };
         queues.set_owner(&owner);
         ENDED.store(0, Ordering::Relaxed);
@@ -273,6 +332,7 @@ pub(crate) mod selftest {
             pushed += 1;
         }
         queues.flush();
+        queues.close();
         drop(wq);
         pushed == N as usize
             && owner.seen.load(Ordering::Relaxed) == pushed

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Devices a target uses: a device opened through the table ([`DmDev`],
-//! `dm_get_device`), a handle on its block device for workers
-//! ([`BdevHandle`]), and the identity of a mapped device ([`MdKey`],
-//! [`MdRef`]).
+//! `dm_get_device`), a counted handle on its block device for what outlives
+//! the table's borrow ([`BdevHandle`]), and the identity of a mapped device
+//! ([`MdKey`], [`MdRef`]).
 
 use core::{fmt, ptr::NonNull};
 use kernel::{bindings, error::to_result, prelude::*};
@@ -47,8 +47,8 @@ unsafe impl Send for DmDev {}
 unsafe impl Sync for DmDev {}
 
 impl DmDev {
-    /// The block device, for remapping bios.
-    pub(crate) fn bdev(&self) -> *mut bindings::block_device {
+    /// The block device, for glue that hands it to C.
+    pub(super) fn bdev(&self) -> *mut bindings::block_device {
         // SAFETY: `dev` stays valid until drop (see `TargetCtx::get_device`).
         unsafe { self.dev.as_ref().bdev }
     }
@@ -62,9 +62,17 @@ impl DmDev {
         DevNum::new(dev >> 20, dev & 0xf_ffff)
     }
 
-    /// A handle for workers (see [`BdevHandle`]).
+    /// A counted handle on the block device (see [`BdevHandle`]); `None`
+    /// only if dm left the device without its file, which it never does.
     pub(crate) fn handle(&self) -> Option<BdevHandle> {
-        NonNull::new(self.bdev()).map(BdevHandle)
+        // SAFETY: `dev` stays valid until drop (see `TargetCtx::get_device`).
+        let file = NonNull::new(unsafe { self.dev.as_ref().bdev_file })?;
+        let bdev = NonNull::new(self.bdev())?;
+        // SAFETY: `file` is the file dm opened the device through; this
+        // `DmDev` holds dm's count on it until `dm_put_device`, so it is
+        // live; `get_file` takes a count of its own, which the handle owns.
+        unsafe { bindings::get_file(file.as_ptr()) };
+        Some(BdevHandle { file, bdev })
     }
 
     /// The raw `dev_t`, for comparing devices.
@@ -97,13 +105,13 @@ impl Drop for DmDev {
 }
 
 /// A block device's kernel name (see [`BdevHandle::name`]).
-pub(crate) struct BdevName(BdevHandle);
+pub(crate) struct BdevName<'a>(&'a BdevHandle);
 
-impl kernel::fmt::Display for BdevName {
+impl kernel::fmt::Display for BdevName<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let bdev = self.0.raw();
-        // SAFETY: the device is open (`BdevHandle`'s contract), so its gendisk
-        // and the NUL-terminated name in it stay valid and unchanged.
+        // SAFETY: the handle keeps the device open, so its gendisk and the
+        // NUL-terminated name in it stay valid and unchanged.
         let disk_name = unsafe { &(*(*bdev).bd_disk).disk_name };
         // SAFETY: as above.
         let partno = unsafe { dm::rthin_bdev_partno(bdev) };
@@ -123,39 +131,75 @@ impl kernel::fmt::Display for BdevName {
     }
 }
 
-/// A block device a target holds open through a [`DmDev`], by pointer, for
-/// code that runs while the target exists but cannot borrow the `DmDev`
-/// (workers). Whoever keeps a handle must stop using it before the `DmDev`
-/// goes (the thin target flushes its workers in its destructor).
-#[derive(Clone, Copy)]
-pub(crate) struct BdevHandle(NonNull<bindings::block_device>);
+/// A counted reference on a block device a [`DmDev`] opened, for what may
+/// outlive the borrow of that `DmDev` (a thin's I/O state, the pool's
+/// metadata store, discards passed down). It holds a count on the file dm
+/// opened the device through (`dm_dev.bdev_file`), so the device stays open
+/// until the last handle goes, whatever becomes of the table: dm's
+/// `dm_put_device` gives up its claim on the device (`bdev_fput`) and its own
+/// count, and the last count closes the device. Cloning takes a count;
+/// nothing on the I/O path clones (a bio is remapped through a borrow).
+pub(crate) struct BdevHandle {
+    /// The file, of which the handle owns one count.
+    file: NonNull<bindings::file>,
+    /// The device `file` holds open.
+    bdev: NonNull<bindings::block_device>,
+}
 
-// SAFETY: a block device may be used from any context while it is open.
+// SAFETY: an open block device may be used from any context, and `file`
+// keeps it open for as long as the handle exists; the file count is atomic.
 unsafe impl Send for BdevHandle {}
-// SAFETY: as above.
+// SAFETY: as above; every method only reads the device pointer.
 unsafe impl Sync for BdevHandle {}
 
+impl Clone for BdevHandle {
+    fn clone(&self) -> Self {
+        // SAFETY: the handle owns a count, so the file is live; the clone
+        // owns the count `get_file` takes.
+        unsafe { bindings::get_file(self.file.as_ptr()) };
+        Self {
+            file: self.file,
+            bdev: self.bdev,
+        }
+    }
+}
+
+impl Drop for BdevHandle {
+    fn drop(&mut self) {
+        // Synchronously, as dm's own `close_table_device`: when this is the
+        // last count the device closes now, so a `dmsetup remove` of a dm
+        // device below (the pool, under a thin) that follows in the same
+        // ioctl finds it closed; `fput` would close it only at the task's
+        // return to user space. Handles go in process context only (target
+        // destructors, workers, the pool object's drop), where closing may
+        // sleep.
+        // SAFETY: the handle owns one count on the file, given back once.
+        unsafe { bindings::__fput_sync(self.file.as_ptr()) };
+    }
+}
+
 impl BdevHandle {
-    /// The raw pointer, for dm-kcopyd regions and bios.
-    pub(crate) fn raw(self) -> *mut bindings::block_device {
-        self.0.as_ptr()
+    /// The raw pointer, for dm-kcopyd regions, dm-bufio and bios; valid
+    /// while `self` lives.
+    pub(super) fn raw(&self) -> *mut bindings::block_device {
+        self.bdev.as_ptr()
     }
 
     /// The device's size in sectors.
-    pub(crate) fn nr_sectors(self) -> u64 {
-        // SAFETY: the device is open (type doc).
+    pub(crate) fn nr_sectors(&self) -> u64 {
+        // SAFETY: the device is open while the handle lives (type doc).
         unsafe { dm::rthin_bdev_nr_sectors(self.raw()) }
     }
 
     /// The device's kernel name for log lines, as `%pg` prints it (`dm-3`,
     /// `loop0`, `sda1`, `nvme0n1p2`).
-    pub(crate) fn name(self) -> BdevName {
+    pub(crate) fn name(&self) -> BdevName<'_> {
         BdevName(self)
     }
 
     /// Flushes the device's volatile write cache (sleeps until done); the
     /// negative errno on failure.
-    pub(crate) fn flush(self) -> Result<(), i32> {
+    pub(crate) fn flush(&self) -> Result<(), i32> {
         // SAFETY: the device is open (type doc); the call sleeps, which its
         // callers (workers, messages, the waker, suspend) may.
         match unsafe { bindings::blkdev_issue_flush(self.raw()) } {
@@ -165,7 +209,7 @@ impl BdevHandle {
     }
 
     /// Discards `count` sectors at `sector` (sleeps until done).
-    pub(crate) fn discard(self, sector: u64, count: u64) -> Result {
+    pub(crate) fn discard(&self, sector: u64, count: u64) -> Result {
         // SAFETY: the device is open (type doc); the call sleeps, which the
         // workers calling it may.
         to_result(unsafe {

@@ -17,7 +17,9 @@ use kernel::{
     bindings,
     error::to_result,
     ffi::{c_char, c_int, c_uint},
+    new_mutex,
     prelude::*,
+    sync::{Arc, Mutex},
 };
 
 use super::{
@@ -91,24 +93,53 @@ impl TableMd {
     }
 }
 
-/// The table a target belongs to, for raising dm events on it. The table
-/// lives as long as its targets; whoever keeps a `TableRef` drops it before
-/// the target that gave it goes (the pool forgets its bound table's
-/// reference in the pool target's destructor).
-#[derive(Clone, Copy)]
-pub(crate) struct TableRef(NonNull<dm::dm_table>);
+/// The table a target belongs to, for raising dm events on it: made by
+/// [`TargetCtx::table_events`], owned by that target and not copyable. Its
+/// drop (the target's destructor, before dm destroys the table) revokes
+/// every [`EventSink`] handed out, so none can reach the table afterwards.
+pub(crate) struct TableEvents(Arc<EventSink>);
+
+impl TableEvents {
+    /// A sink for whoever raises events on the table (the pool object,
+    /// which may outlive the table).
+    pub(crate) fn sink(&self) -> Arc<EventSink> {
+        self.0.clone()
+    }
+}
+
+impl Drop for TableEvents {
+    fn drop(&mut self) {
+        *self.0.table.lock() = None;
+    }
+}
+
+/// A table pointer; only [`EventSink`] holds one.
+struct TablePtr(NonNull<dm::dm_table>);
 
 // SAFETY: `dm_table_event` may be called from any process context while the
-// table exists (see the type's doc for why it does).
-unsafe impl Send for TableRef {}
-// SAFETY: as above.
-unsafe impl Sync for TableRef {}
+// table exists; `EventSink` keeps the pointer only while it does.
+unsafe impl Send for TablePtr {}
 
-impl TableRef {
-    /// Raises a dm event (what `dmsetup wait` and dmeventd wait for).
-    pub(crate) fn event(self) {
-        // SAFETY: the table exists (type doc).
-        unsafe { dm::dm_table_event(self.0.as_ptr()) };
+/// Raises dm events on a target's table (what `dmsetup wait` and dmeventd
+/// wait for) while that target lives, and does nothing once it has gone.
+#[pin_data]
+pub(crate) struct EventSink {
+    /// The table until its target's [`TableEvents`] goes. A leaf lock
+    /// (`Documentation/io-path.md`, "The rules of the I/O path"): taken
+    /// inside the pool mutex, or alone; dm's event lock nests inside it.
+    #[pin]
+    table: Mutex<Option<TablePtr>>,
+}
+
+impl EventSink {
+    /// Raises a dm event on the table, if its target still lives.
+    pub(crate) fn event(&self) {
+        if let Some(t) = &*self.table.lock() {
+            // SAFETY: the table exists: its target's `TableEvents` clears
+            // the pointer (under this lock) before the target goes, and dm
+            // destroys a table only after its targets.
+            unsafe { dm::dm_table_event(t.0.as_ptr()) };
+        }
     }
 }
 
@@ -188,10 +219,20 @@ impl TargetCtx<'_> {
         NonNull::new(unsafe { dm::dm_table_get_md(self.ti.as_ref().table) }).map(TableMd)
     }
 
-    /// The table being built, for events once the target is live.
-    pub(crate) fn table(&self) -> Option<TableRef> {
+    /// The table being built, for events once the target is live; held
+    /// by the target (see [`TableEvents`]). `Ok(None)` if dm gave no table.
+    pub(crate) fn table_events(&self) -> Result<Option<TableEvents>> {
         // SAFETY: `ti` is valid during ctr; dm set its table before ctr.
-        NonNull::new(unsafe { self.ti.as_ref().table }).map(TableRef)
+        let Some(table) = NonNull::new(unsafe { self.ti.as_ref().table }) else {
+            return Ok(None);
+        };
+        let sink = Arc::pin_init(
+            pin_init!(EventSink {
+                table <- new_mutex!(Some(TablePtr(table)), "rthin_table_events"),
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(Some(TableEvents(sink)))
     }
 
     /// The target's length in sectors.

@@ -14,16 +14,28 @@
 //! pool-wide spinlock).
 //!
 //! Waiting is asynchronous: [`GpCookie`]s are polled, and a [`GpWaiter`]
-//! runs its owner's [`GpDone::gp_done`] on a workqueue after a grace period.
+//! runs its owner's [`GpDone::gp_done`] on the owner's workqueue after a
+//! grace period.
 
 use core::{
     marker::PhantomPinned,
-    ptr::{self, NonNull},
-    sync::atomic::{AtomicBool, AtomicPtr, Ordering},
+    ptr::NonNull,
+    sync::atomic::{AtomicBool, Ordering},
 };
-use kernel::{bindings, error::to_result, prelude::*, types::Opaque};
+use kernel::{
+    bindings, container_of,
+    error::to_result,
+    new_spinlock_irq, new_work,
+    prelude::*,
+    sync::{Arc, SpinLockIrq},
+    types::Opaque,
+    workqueue::{impl_has_work, Work, WorkItem},
+};
 
-use super::{bindings as dm, queue::IoQueue};
+use super::{
+    bindings as dm,
+    queue::{cancel_work, flush_work, IoQueue},
+};
 
 /// An SRCU domain for the bios of one pool.
 #[pin_data(PinnedDrop)]
@@ -132,104 +144,122 @@ pub(crate) trait GpDone: Send + Sync + 'static {
     /// A grace period armed by [`GpWaiter::arm`] ended (in a worker, may
     /// sleep). The owner rechecks its cookies and arms again if needed.
     fn gp_done(&self);
+    /// The tracker whose grace periods the waiter waits for: the owner's,
+    /// so that it lives as long as the waiter holds the owner.
+    fn gp_tracker(&self) -> &IoTracker;
+    /// The workqueue [`Self::gp_done`] runs on: the owner's, as the tracker.
+    fn gp_queue(&self) -> &IoQueue;
 }
 
-/// Calls its owner back on a workqueue once a grace period of a tracker has
-/// ended: one `call_srcu` in flight at a time, whatever the number of
-/// waiters.
-#[repr(C)]
+/// Calls its owner back on a workqueue once a grace period of the owner's
+/// tracker has ended: one `call_srcu` in flight at a time, whatever the
+/// number of waiters.
+///
+/// The waiter holds its owner from [`Self::start`] to [`Self::stop`] (an
+/// owner that keeps its own waiter is kept alive by it until then), so no
+/// callback runs for an owner that has gone; a pending callback and a
+/// queued work item each hold a reference on the waiter
+/// (`kernel::workqueue`'s model), so neither outlives it.
 #[pin_data]
 pub(crate) struct GpWaiter<T: GpDone> {
     #[pin]
     head: Opaque<bindings::callback_head>,
     #[pin]
-    work: Opaque<bindings::work_struct>,
+    work: Work<GpWaiter<T>>,
     /// A `call_srcu` is pending on `head`.
     armed: AtomicBool,
-    owner: AtomicPtr<T>,
-    wq: AtomicPtr<bindings::workqueue_struct>,
+    /// The owner while started. Irq-safe (the SRCU callback reads it), a
+    /// leaf lock held to read or swap it and to arm.
     #[pin]
-    _pin: PhantomPinned,
+    owner: SpinLockIrq<Option<Arc<T>>>,
 }
 
-// SAFETY: the callback head and the work item are only touched through the
-// RCU and workqueue APIs; the rest are atomics pointing at `Sync` objects.
+// SAFETY: the callback head is only touched through the RCU API (by `arm`,
+// while no callback is pending on it); everything else is `Send`/`Sync`.
 unsafe impl<T: GpDone> Send for GpWaiter<T> {}
 // SAFETY: as above.
 unsafe impl<T: GpDone> Sync for GpWaiter<T> {}
+
+impl_has_work! {
+    impl{T: GpDone} HasWork<Self> for GpWaiter<T> { self.work }
+}
+
+impl<T: GpDone> WorkItem for GpWaiter<T> {
+    type Pointer = Arc<Self>;
+
+    fn run(this: Arc<Self>) {
+        let Some(owner) = this.owner.lock().clone() else {
+            return;
+        };
+        owner.gp_done();
+    }
+}
 
 /// The SRCU callback: queue the owner's work (softirq-like context: no
 /// sleeping here).
 ///
 /// # Safety
-/// `head` is the `head` field of a live `GpWaiter<T>` (only `arm` passes it).
+/// `head` is the `head` field of a `GpWaiter<T>` in an `Arc`, for which
+/// `arm` leaked one reference that this callback now owns.
 unsafe extern "C" fn grace_period_ended<T: GpDone>(head: *mut bindings::callback_head) {
-    let offset = core::mem::offset_of!(GpWaiter<T>, head);
-    // SAFETY: per the contract, stepping back gives the waiter.
-    let waiter = unsafe { &*head.cast::<u8>().sub(offset).cast::<GpWaiter<T>>() };
-    waiter.armed.store(false, Ordering::Release);
-    let wq = waiter.wq.load(Ordering::Acquire);
-    if !wq.is_null() {
-        // SAFETY: the queue outlives the waiter's work (`stop` clears `wq`
-        // and waits for callbacks before the queue goes); queueing a pending
-        // item is a no-op.
-        unsafe { bindings::queue_work_on(dm::RTHIN_WORK_CPU_UNBOUND, wq, waiter.work.get()) };
+    let head = head.cast::<Opaque<bindings::callback_head>>();
+    // SAFETY: per the contract, stepping back from the field gives the
+    // waiter, and the reference `arm` leaked is ours.
+    let this = unsafe { Arc::from_raw(container_of!(head, GpWaiter<T>, head)) };
+    this.armed.store(false, Ordering::Release);
+    let owner = this.owner.lock();
+    if let Some(owner) = &*owner {
+        // Already queued: that run calls the owner anyway.
+        let _ = owner.gp_queue().enqueue(this.clone());
     }
-}
-
-/// The work function.
-///
-/// # Safety
-/// Called by the workqueue with the `work` field of a live `GpWaiter<T>`.
-unsafe extern "C" fn run<T: GpDone>(work: *mut bindings::work_struct) {
-    let offset = core::mem::offset_of!(GpWaiter<T>, work);
-    // SAFETY: `work` is the `work` field of a `GpWaiter<T>` (only `new` sets
-    // this function).
-    let waiter = unsafe { &*work.cast::<u8>().sub(offset).cast::<GpWaiter<T>>() };
-    let owner = waiter.owner.load(Ordering::Acquire);
-    if owner.is_null() {
-        return;
-    }
-    // SAFETY: the owner outlives the waiter's work (`stop` runs before it
-    // goes).
-    unsafe { (*owner).gp_done() };
 }
 
 impl<T: GpDone> GpWaiter<T> {
     /// A stopped waiter.
-    pub(crate) fn new() -> impl PinInit<Self> {
-        pin_init!(Self {
-            head: Opaque::uninit(),
-            // SAFETY: INIT_WORK on the waiter's own, pinned item.
-            work <- Opaque::ffi_init(|w| unsafe { dm::rthin_init_work(w, Some(run::<T>)) }),
-            armed: AtomicBool::new(false),
-            owner: AtomicPtr::new(ptr::null_mut()),
-            wq: AtomicPtr::new(ptr::null_mut()),
-            _pin: PhantomPinned,
-        })
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                head: Opaque::uninit(),
+                work <- new_work!("rthin_gp_waiter"),
+                armed: AtomicBool::new(false),
+                owner <- new_spinlock_irq!(None, "rthin_gp_waiter_owner"),
+            }),
+            GFP_KERNEL,
+        )
     }
 
-    /// Calls `owner` on `wq` from now on; both must stay at their address
-    /// until [`Self::stop`] returns.
-    pub(crate) fn start(&self, owner: &T, wq: &IoQueue) {
-        self.owner
-            .store(ptr::from_ref(owner).cast_mut(), Ordering::Release);
-        self.wq.store(wq.raw(), Ordering::Release);
+    /// Calls `owner` back from now on, holding it until [`Self::stop`]; no
+    /// effect if already started.
+    pub(crate) fn start(&self, owner: &Arc<T>) {
+        let mut held = self.owner.lock();
+        if held.is_none() {
+            *held = Some(owner.clone());
+        }
     }
 
-    /// Has the owner called back after a grace period of `tracker` that
+    /// Has the owner called back after a grace period of its tracker that
     /// starts now (or after the one already armed, which started earlier:
-    /// the owner then finds its cookie not yet done and arms again).
-    pub(crate) fn arm(&self, tracker: &IoTracker) {
+    /// the owner then finds its cookie not yet done and arms again). No
+    /// effect unless started.
+    pub(crate) fn arm(self: &Arc<Self>) {
         if self.armed.swap(true, Ordering::AcqRel) {
             return;
         }
+        let owner = self.owner.lock();
+        let Some(owner) = &*owner else {
+            self.armed.store(false, Ordering::Release);
+            return;
+        };
+        // The callback's reference, given back by `grace_period_ended`.
+        let _ = Arc::into_raw(self.clone());
         // SAFETY: the head is ours and idle (`armed` was false: no callback
-        // pending on it); the waiter is pinned and outlives the callback
-        // (`stop` waits for it).
+        // is pending on it); the callback owns a reference on the waiter;
+        // the domain is the owner's, alive while the owner is held, and
+        // `stop` waits for pending callbacks before it lets the owner go (it
+        // takes the owner under the lock held here, so no arm follows).
         unsafe {
             bindings::call_srcu(
-                tracker.raw(),
+                owner.gp_tracker().raw(),
                 self.head.get(),
                 Some(grace_period_ended::<T>),
             )
@@ -239,20 +269,24 @@ impl<T: GpDone> GpWaiter<T> {
     /// Waits until a run of the owner's callback that is queued or running
     /// has returned.
     pub(crate) fn flush(&self) {
-        // SAFETY: the work item is initialised (flushing an idle one is fine).
-        unsafe { bindings::flush_work(self.work.get()) };
+        flush_work(&self.work);
     }
 
-    /// Stops calling back: waits for a pending callback of `tracker` and
-    /// for a running or queued work item.
-    pub(crate) fn stop(&self, tracker: &IoTracker) {
-        self.wq.store(ptr::null_mut(), Ordering::Release);
-        // SAFETY: the domain is initialised; the work item is initialised
-        // (cancelling an idle item is fine).
-        unsafe {
-            bindings::srcu_barrier(tracker.raw());
-            bindings::cancel_work_sync(self.work.get());
+    /// Stops calling back: waits for a pending callback and for a running
+    /// or queued work item, and lets the owner go.
+    pub(crate) fn stop(self: &Arc<Self>) {
+        let Some(owner) = self.owner.lock().take() else {
+            return;
+        };
+        // SAFETY: the owner's domain is initialised and alive (held).
+        unsafe { bindings::srcu_barrier(owner.gp_tracker().raw()) };
+        if cancel_work(&self.work) {
+            // SAFETY: a queued instance of this item holds one reference on
+            // this `Arc`, leaked by `Arc::into_raw` when it was queued; once
+            // cancelled nothing else will release it.
+            drop(unsafe { Arc::from_raw(Arc::as_ptr(self)) });
         }
+        drop(owner);
     }
 }
 

@@ -14,7 +14,7 @@ use core::{
 };
 use kernel::{bindings, error::from_err_ptr, ffi::c_ulong, prelude::*, sync::Completion};
 
-use super::{bindings as dm, bio::FillHook};
+use super::{bindings as dm, bio::FillHook, device::BdevHandle};
 
 /// A kcopyd client; destroyed on drop.
 pub(crate) struct Kcopyd(NonNull<dm::dm_kcopyd_client>);
@@ -103,45 +103,44 @@ impl Kcopyd {
     /// Writes zeroes to `count` sectors at `sector` of `bdev`.
     pub(crate) fn zero(
         &self,
-        bdev: *mut bindings::block_device,
+        bdev: &BdevHandle,
         sector: u64,
         count: u64,
     ) -> Result<(), CopyFailed> {
-        self.wait_for(|ctx| self.start_zero(bdev, sector, count, Some(notify), ctx))
+        self.wait_for(|ctx| self.start_zero(bdev.raw(), sector, count, Some(notify), ctx))
     }
 
     /// Copies `count` sectors from `from` of `from_bdev` to `to` of
     /// `to_bdev`.
     pub(crate) fn copy(
         &self,
-        from: (*mut bindings::block_device, u64),
-        to: (*mut bindings::block_device, u64),
+        (from_bdev, from): (&BdevHandle, u64),
+        (to_bdev, to): (&BdevHandle, u64),
         count: u64,
     ) -> Result<(), CopyFailed> {
-        self.wait_for(|ctx| self.start_copy(from, to, count, Some(notify), ctx))
+        self.wait_for(|ctx| {
+            let (from, to) = ((from_bdev.raw(), from), (to_bdev.raw(), to));
+            self.start_copy(from, to, count, Some(notify), ctx)
+        })
     }
 
     /// [`Self::zero`] without waiting: the end of the job hands `hook`'s bio
-    /// back to its owner.
-    pub(crate) fn zero_then(
-        &self,
-        bdev: *mut bindings::block_device,
-        sector: u64,
-        count: u64,
-        hook: FillHook,
-    ) {
-        self.start_zero(bdev, sector, count, hook.notify, hook.context);
+    /// back to its owner. The device stays open until then: the hooked bio
+    /// is one its thin target mapped, and dm destroys no target while a bio
+    /// it mapped is in flight; the target holds its devices open.
+    pub(crate) fn zero_then(&self, bdev: &BdevHandle, sector: u64, count: u64, hook: FillHook) {
+        self.start_zero(bdev.raw(), sector, count, hook.notify, hook.context);
     }
 
-    /// [`Self::copy`] without waiting: the end of the job hands `hook`'s bio
-    /// back to its owner.
+    /// [`Self::copy`] without waiting, as [`Self::zero_then`].
     pub(crate) fn copy_then(
         &self,
-        from: (*mut bindings::block_device, u64),
-        to: (*mut bindings::block_device, u64),
+        (from_bdev, from): (&BdevHandle, u64),
+        (to_bdev, to): (&BdevHandle, u64),
         count: u64,
         hook: FillHook,
     ) {
+        let (from, to) = ((from_bdev.raw(), from), (to_bdev.raw(), to));
         self.start_copy(from, to, count, hook.notify, hook.context);
     }
 

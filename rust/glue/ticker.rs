@@ -1,100 +1,105 @@
 // SPDX-License-Identifier: GPL-2.0
 //! A periodic work item (dm-thin's `waker`): calls its owner's
-//! [`Tick::tick`] every period on an I/O workqueue until stopped.
+//! [`Tick::tick`] every period on the owner's workqueue until stopped.
+//!
+//! The ticker holds its owner from [`Ticker::start`] to [`Ticker::stop`], so
+//! a tick never runs for an owner that has gone, and the owner's queue lives
+//! while the ticker may queue on it. An owner that keeps its own ticker is
+//! kept alive by it until then: whoever ends the owner's use stops the
+//! ticker (the pool's last user, `pool::SharedPool`). Built on
+//! `kernel::workqueue`'s `DelayedWork`: a queued tick holds a reference on
+//! the ticker.
 
-use core::{
-    marker::PhantomPinned,
-    ptr,
-    sync::atomic::{AtomicPtr, Ordering},
+use kernel::{
+    new_delayed_work, new_spinlock,
+    prelude::*,
+    sync::{Arc, SpinLock},
+    time::msecs_to_jiffies,
+    workqueue::{impl_has_delayed_work, DelayedWork, WorkItem},
 };
-use kernel::{bindings, prelude::*, time::msecs_to_jiffies, types::Opaque};
 
-use super::{bindings as dm, queue::IoQueue};
+use super::queue::{cancel_delayed_work, IoQueue};
 
 /// What a ticker calls.
 pub(crate) trait Tick: Send + Sync + 'static {
     /// Runs once per period (in a worker, may sleep).
     fn tick(&self);
+    /// The workqueue the ticks run on: the owner's, so that it lives as
+    /// long as the ticker holds the owner.
+    fn tick_queue(&self) -> &IoQueue;
 }
 
 /// A periodic delayed work item.
-#[repr(C)]
 #[pin_data]
 pub(crate) struct Ticker<T: Tick> {
     #[pin]
-    work: Opaque<bindings::delayed_work>,
-    owner: AtomicPtr<T>,
-    wq: AtomicPtr<bindings::workqueue_struct>,
-    period_ms: u32,
+    work: DelayedWork<Ticker<T>>,
+    /// The owner while started. A leaf lock, held to read or swap it.
     #[pin]
-    _pin: PhantomPinned,
+    owner: SpinLock<Option<Arc<T>>>,
+    period_ms: u32,
 }
 
-// SAFETY: the work item is only touched through the workqueue API; the rest
-// are atomics pointing at `Sync` objects.
-unsafe impl<T: Tick> Send for Ticker<T> {}
-// SAFETY: as above.
-unsafe impl<T: Tick> Sync for Ticker<T> {}
+impl_has_delayed_work! {
+    impl{T: Tick} HasDelayedWork<Self> for Ticker<T> { self.work }
+}
 
-/// The work function.
-///
-/// # Safety
-/// Called by the workqueue with the `work` field (whose first member is the
-/// `work_struct`) of a live, started `Ticker<T>`.
-unsafe extern "C" fn run<T: Tick>(work: *mut bindings::work_struct) {
-    let offset = core::mem::offset_of!(Ticker<T>, work);
-    // SAFETY: `work` is the `work_struct` at the start of the `delayed_work`
-    // in a `Ticker<T>`'s `work` field (only `Ticker::new` sets this function).
-    let ticker = unsafe { &*work.cast::<u8>().sub(offset).cast::<Ticker<T>>() };
-    let owner = ticker.owner.load(Ordering::Acquire);
-    if owner.is_null() {
-        return;
+impl<T: Tick> WorkItem for Ticker<T> {
+    type Pointer = Arc<Self>;
+
+    fn run(this: Arc<Self>) {
+        let Some(owner) = this.owner.lock().clone() else {
+            return;
+        };
+        owner.tick();
+        Self::arm(this, &owner);
     }
-    // SAFETY: the owner outlives the ticker's work (`Ticker::stop` runs
-    // before it goes).
-    unsafe { (*owner).tick() };
-    ticker.arm();
 }
 
 impl<T: Tick> Ticker<T> {
     /// A stopped ticker with the given period.
-    pub(crate) fn new(period_ms: u32) -> impl PinInit<Self> {
-        pin_init!(Self {
-            // SAFETY: INIT_DELAYED_WORK on the ticker's own, pinned item.
-            work <- Opaque::ffi_init(|w| unsafe { dm::rthin_init_delayed_work(w, Some(run::<T>)) }),
-            owner: AtomicPtr::new(ptr::null_mut()),
-            wq: AtomicPtr::new(ptr::null_mut()),
-            period_ms,
-            _pin: PhantomPinned,
-        })
+    pub(crate) fn new(period_ms: u32) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                work <- new_delayed_work!("rthin_ticker"),
+                owner <- new_spinlock!(None, "rthin_ticker_owner"),
+                period_ms,
+            }),
+            GFP_KERNEL,
+        )
     }
 
-    fn arm(&self) {
-        let wq = self.wq.load(Ordering::Acquire);
-        if wq.is_null() {
-            return;
+    /// Queues the next tick on `owner`'s queue. During [`Self::stop`]
+    /// queueing fails, and the reference comes back here and goes.
+    fn arm(this: Arc<Self>, owner: &T) {
+        let delay = msecs_to_jiffies(this.period_ms);
+        let _ = owner.tick_queue().enqueue_delayed(this, delay);
+    }
+
+    /// Starts ticking for `owner`, holding it until [`Self::stop`]; no
+    /// effect if already started.
+    pub(crate) fn start(self: &Arc<Self>, owner: &Arc<T>) {
+        {
+            let mut held = self.owner.lock();
+            if held.is_some() {
+                return;
+            }
+            *held = Some(owner.clone());
         }
-        let delay = msecs_to_jiffies(self.period_ms);
-        // SAFETY: the queue outlives the ticker's work (its owner stops the
-        // ticker before dropping the queue); the item is initialised.
-        unsafe {
-            bindings::queue_delayed_work_on(dm::RTHIN_WORK_CPU_UNBOUND, wq, self.work.get(), delay)
-        };
+        Self::arm(self.clone(), owner);
     }
 
-    /// Starts ticking on `wq`, calling `owner`, which must stay at its address
-    /// until [`Self::stop`] returns (as must `wq`).
-    pub(crate) fn start(&self, owner: &T, wq: &IoQueue) {
-        self.owner
-            .store(ptr::from_ref(owner).cast_mut(), Ordering::Release);
-        self.wq.store(wq.raw(), Ordering::Release);
-        self.arm();
-    }
-
-    /// Stops ticking and waits for a running tick to end.
-    pub(crate) fn stop(&self) {
-        self.wq.store(ptr::null_mut(), Ordering::Release);
-        // SAFETY: the item is initialised; cancelling an idle item is fine.
-        unsafe { bindings::cancel_delayed_work_sync(self.work.get()) };
+    /// Stops ticking: cancels the queued tick, waits for a running one to
+    /// end, and lets the owner go.
+    pub(crate) fn stop(self: &Arc<Self>) {
+        let owner = self.owner.lock().take();
+        if cancel_delayed_work(&self.work) {
+            // The cancelled tick's reference (taken by `enqueue_delayed`).
+            // SAFETY: a queued instance of this item holds one reference on
+            // this `Arc`, leaked by `Arc::into_raw` when it was queued; once
+            // cancelled nothing else will release it.
+            drop(unsafe { Arc::from_raw(Arc::as_ptr(self)) });
+        }
+        drop(owner);
     }
 }

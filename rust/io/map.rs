@@ -32,7 +32,7 @@ impl ThinIo {
                 }
             }
             BioKind::EmptyFlush if self.changes_committed() => {
-                bio.set_bdev(self.pool_bdev);
+                bio.set_bdev(&self.pool_bdev);
                 return MapResult::Remapped;
             }
             BioKind::EmptyFlush | BioKind::Discard => {}
@@ -67,7 +67,7 @@ impl ThinIo {
         };
         match to {
             Some(to) => {
-                bio.remap_bdev(self.pool_bdev, to);
+                bio.remap_bdev(&self.pool_bdev, to);
                 bio.track(&self.pool.tracker, token);
                 true
             }
@@ -82,7 +82,7 @@ impl ThinIo {
     pub(super) fn remap(&self, bio: &mut OwnedBio, data_block: u64) -> Result<(), IoError> {
         let sector = bio.view().sector();
         let to = self.geometry.remap(data_block, sector).ok_or(IoError::Io)?;
-        bio.view().remap_bdev(self.pool_bdev, to);
+        bio.view().remap_bdev(&self.pool_bdev, to);
         Ok(())
     }
 

@@ -77,13 +77,13 @@ pub(crate) struct ThinIo {
     /// The thin device id.
     pub(crate) dev_id: u32,
     pool: SharedPool,
-    /// The pool device, where remapped bios go (valid while the target lives:
-    /// the target flushes its workers before releasing the device).
+    /// The pool device, where remapped bios go.
     pool_bdev: BdevHandle,
     geometry: BlockGeometry,
     /// The external origin, if the table names one.
     origin: Option<ExternalOrigin>,
-    /// Bios deferred by the map call, and anything that may wait.
+    /// Bios deferred by the map call, and anything that may wait. Both
+    /// lanes hold this state until [`Self::quiesce`] closes them.
     queues: CpuQueues<ThinIo>,
     /// Completed whole-block writes of provisions: never wait on anything
     /// but the pool lock, so the commits that wait for provisions (on the
@@ -146,8 +146,8 @@ impl ThinIo {
                 pool_bdev: cfg.pool_bdev,
                 geometry: cfg.geometry,
                 origin: cfg.origin.map(|bdev| ExternalOrigin {
-                    bdev,
                     sectors: AtomicU64::new(bdev.nr_sectors()),
+                    bdev,
                 }),
                 queues,
                 completed,
@@ -170,11 +170,16 @@ impl ThinIo {
         }
     }
 
-    /// Waits until no worker of this thin runs (the target is going away).
+    /// The target is going away: waits until no worker of this thin runs
+    /// (a completion's worker may requeue on the deferred lane, hence the
+    /// second flush of it), then closes both lanes, which lets go of this
+    /// state (the lanes hold it from `new` on).
     pub(crate) fn quiesce(&self) {
         self.queues.flush();
         self.completed.flush();
         self.queues.flush();
+        self.completed.close();
+        self.queues.close();
     }
 
     /// Holds a bio until data space appears; during a noflush suspend, dm

@@ -130,7 +130,7 @@ impl ThinIo {
         if matches!(plan, FillPlan::Copy { .. } | FillPlan::Zero) {
             match bio.into_fill_hook(self, provision) {
                 Ok(hook) => {
-                    let (pool, bs) = (self.pool_bdev.raw(), self.geometry.sectors());
+                    let (pool, bs) = (&self.pool_bdev, self.geometry.sectors());
                     match plan {
                         FillPlan::Copy { from } => {
                             self.pool
@@ -177,7 +177,7 @@ impl ThinIo {
     /// waiting for kcopyd.
     pub(super) fn fill(&self, plan: FillPlan, to: u64) -> Result<(), CopyFailed> {
         let bs = self.geometry.sectors();
-        let pool = self.pool_bdev.raw();
+        let pool = &self.pool_bdev;
         let kcopyd = &self.pool.kcopyd;
         match plan {
             FillPlan::Copy { from } => kcopyd.copy((pool, from), (pool, to), bs),
@@ -189,7 +189,7 @@ impl ThinIo {
                 zero_rest,
             } => {
                 if let Some(origin) = &self.origin {
-                    kcopyd.copy((origin.bdev.raw(), begin), (pool, to), in_origin)?;
+                    kcopyd.copy((&origin.bdev, begin), (pool, to), in_origin)?;
                 }
                 if zero_rest && in_origin < bs {
                     kcopyd.zero(pool, to.saturating_add(in_origin), bs - in_origin)?;

@@ -29,7 +29,7 @@ impl ThinIo {
             BioKind::Write => self.process_rw(bio, BioDir::Write, false),
             BioKind::EmptyFlush => match self.commit_for(true) {
                 Ok(()) => {
-                    bio.view().set_bdev(self.pool_bdev);
+                    bio.view().set_bdev(&self.pool_bdev);
                     bio.submit();
                 }
                 Err(e) => bio.complete(Some(e)),
@@ -158,7 +158,7 @@ impl ThinIo {
                 if v.nr_sectors() > in_origin {
                     v.truncate(in_origin);
                 }
-                v.set_bdev(origin.bdev);
+                v.set_bdev(&origin.bdev);
                 bio.submit();
             }
             _ => bio.complete(None),
@@ -203,7 +203,7 @@ impl ThinIo {
         // discard itself is done), and the blocks are not reused before it
         // has been issued.
         let queued = !passdown.is_empty()
-            && st.queue_passdown(self, passdown, self.pool_bdev, self.geometry);
+            && st.queue_passdown(self, passdown, self.pool_bdev.clone(), self.geometry);
         drop(st);
         if queued {
             self.pool.wake_after_grace_period();

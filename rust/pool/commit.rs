@@ -152,7 +152,7 @@ impl PoolState {
         // mappings point at (zeroed, copied or written) must be on stable
         // storage before the mappings are, or a power cut right after the
         // commit exposes a block's previous contents through a mapping.
-        if let Some(Err(e)) = self.data_bdev.map(BdevHandle::flush) {
+        if let Some(Err(e)) = self.data_bdev.as_ref().map(BdevHandle::flush) {
             self.metadata_operation_failed("dm_pool_commit_metadata", CoreError::Io(e));
             return Err(CoreError::Io(e).errno());
         }

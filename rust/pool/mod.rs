@@ -27,7 +27,11 @@
 //!
 //! Locks: see `Documentation/io-path.md`, "The rules of the I/O path".
 
-use core::fmt;
+use core::{
+    fmt,
+    ops::Deref,
+    sync::atomic::{AtomicUsize, Ordering},
+};
 use kernel::{
     debugfs::{Dir, File as DebugFile},
     prelude::*,
@@ -89,7 +93,7 @@ pub(crate) mod selftest {
 }
 
 /// A pool object shared by the pool's tables and its thin targets.
-#[pin_data(PinnedDrop)]
+#[pin_data]
 pub(crate) struct PoolObj {
     /// The pool mutex: 2nd in the lock order (`Documentation/io-path.md`, "The rules of the I/O path").
     #[pin]
@@ -109,15 +113,15 @@ pub(crate) struct PoolObj {
     /// The last commit's tree, for the workers' lookups without the pool
     /// lock.
     pub(crate) committed: Arc<CommittedView>,
-    /// Periodic commit and no-space deadline.
-    #[pin]
-    pub(super) waker: Ticker<PoolObj>,
+    /// Periodic commit and no-space deadline; holds the object while
+    /// started (see [`SharedPool`]).
+    pub(super) waker: Arc<Ticker<PoolObj>>,
     /// Which bios could still touch a data block ([`IoTracker`]).
     pub(crate) tracker: Arc<IoTracker>,
     /// Calls [`GpDone::gp_done`] after a grace period of `tracker`: discards
-    /// waiting to pass down, bios waiting to reuse freed blocks.
-    #[pin]
-    pub(super) gp_waiter: GpWaiter<PoolObj>,
+    /// waiting to pass down, bios waiting to reuse freed blocks. Holds the
+    /// object while started, as `waker`.
+    pub(super) gp_waiter: Arc<GpWaiter<PoolObj>>,
     /// `/sys/kernel/debug/rthin-<pool>/`: the pool's and its thins' counters.
     pub(super) debugfs: Dir,
     pub(super) _pool_file: Option<Pin<KBox<DebugFile<Arc<PoolFlags>>>>>,
@@ -125,19 +129,8 @@ pub(crate) struct PoolObj {
     /// with no other held (`Documentation/io-path.md`, "The rules of the I/O path").
     #[pin]
     pub(super) thin_files: Mutex<KVec<ThinCountersEntry>>,
-}
-
-/// The counters file of one thin device, `<maj:min>` in the pool's debugfs
-/// directory, shared by every target of that device: a reload (lvextend)
-/// builds the new table while the old one is live, and two files of one name
-
-#[pinned_drop]
-impl PinnedDrop for PoolObj {
-    fn drop(self: Pin<&mut Self>) {
-        // Before the queue and the state go.
-        self.waker.stop();
-        self.gp_waiter.stop(&self.tracker);
-    }
+    /// How many [`SharedPool`]s there are.
+    users: AtomicUsize,
 }
 
 impl Tick for PoolObj {
@@ -152,10 +145,56 @@ impl Tick for PoolObj {
         // flight to wake them.
         st.requeue_cell_waiters();
     }
+
+    fn tick_queue(&self) -> &IoQueue {
+        &self.wq
+    }
 }
 
-/// A pool object shared by the pool's tables and its thin targets.
-pub(crate) type SharedPool = Arc<PoolObj>;
+/// A user of a pool object: the registry entry, the pool's tables, its thin
+/// targets and their I/O state. The waker and the grace-period waiter hold
+/// the object too while they run (each from its start to its stop), so the
+/// object cannot go before they have stopped; the last user stops them, and
+/// the object goes with the last reference.
+pub(crate) struct SharedPool(Arc<PoolObj>);
+
+impl SharedPool {
+    /// The first user of a new pool object; starts its waker and
+    /// grace-period waiter.
+    fn first(pool: Arc<PoolObj>) -> Self {
+        pool.users.store(1, Ordering::Relaxed);
+        pool.waker.start(&pool);
+        pool.gp_waiter.start(&pool);
+        Self(pool)
+    }
+}
+
+impl Clone for SharedPool {
+    fn clone(&self) -> Self {
+        // A new user is made only from one that exists: the count never
+        // comes back from zero.
+        self.0.users.fetch_add(1, Ordering::Relaxed);
+        Self(self.0.clone())
+    }
+}
+
+impl Drop for SharedPool {
+    fn drop(&mut self) {
+        if self.0.users.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // Each waits for its running work, then lets the object go.
+            self.0.waker.stop();
+            self.0.gp_waiter.stop();
+        }
+    }
+}
+
+impl Deref for SharedPool {
+    type Target = PoolObj;
+
+    fn deref(&self) -> &PoolObj {
+        &self.0
+    }
+}
 
 impl PoolObj {
     /// Takes the pool lock.

@@ -2,7 +2,10 @@
 //! A new pool object: its metadata opened (or formatted) through a
 //! dm-bufio block store, and everything else it owns built around it.
 
-use core::{fmt, sync::atomic::Ordering};
+use core::{
+    fmt,
+    sync::atomic::{AtomicUsize, Ordering},
+};
 use kernel::{debugfs::Dir, new_condvar, new_mutex, prelude::*, str::CString, sync::Arc};
 
 use super::{
@@ -40,7 +43,8 @@ pub(super) fn open_metadata(
 ) -> Result<KBox<PoolMetadata>, CtrError> {
     let fail = |errno: i32| CtrError::new(errno, glue_errors::CREATE_METADATA);
     let alloc = CtrError::new(ENOMEM, glue_errors::ALLOC_POOL);
-    let store = BufioStore::new(metadata.bdev()).map_err(|e| fail(-e.to_errno()))?;
+    let bdev = metadata.handle().ok_or(fail(EINVAL))?;
+    let store = BufioStore::new(bdev).map_err(|e| fail(-e.to_errno()))?;
     let unformatted = {
         let block = store.read(0, BlockKind::Raw).map_err(|e| fail(e.errno()))?;
         block.iter().all(|&b| b == 0)
@@ -142,7 +146,9 @@ pub(super) fn new_pool(
     )
     .ok();
     let kcopyd = Kcopyd::new().map_err(|_| alloc)?;
-    let pool: SharedPool = Arc::pin_init(
+    let waker = Ticker::new(WAKER_PERIOD_MS).map_err(|_| alloc)?;
+    let gp_waiter = GpWaiter::new().map_err(|_| alloc)?;
+    let pool = Arc::pin_init(
         pin_init!(PoolObj {
             state <- new_mutex!(state),
             settled <- new_condvar!(),
@@ -151,17 +157,16 @@ pub(super) fn new_pool(
             flags,
             mappings,
             committed,
-            waker <- Ticker::new(WAKER_PERIOD_MS),
+            waker,
             tracker,
-            gp_waiter <- GpWaiter::new(),
+            gp_waiter,
             debugfs,
             _pool_file: pool_file,
             thin_files <- new_mutex!(KVec::new()),
+            users: AtomicUsize::new(0),
         }),
         GFP_KERNEL,
     )
     .map_err(|_| alloc)?;
-    pool.waker.start(&pool, &pool.wq);
-    pool.gp_waiter.start(&pool, &pool.wq);
-    Ok(pool)
+    Ok(SharedPool::first(pool))
 }

@@ -12,6 +12,7 @@ use crate::{
     glue::{
         device::BdevHandle,
         inflight::{GpCookie, GpDone, IoTracker},
+        queue::IoQueue,
     },
 };
 
@@ -28,7 +29,7 @@ pub(crate) struct Passdown {
     owner: usize,
     /// The freed data blocks.
     pub(super) blocks: KVec<u64>,
-    /// The owner's pool device, open while the owner lives.
+    /// The owner's pool device (the handle keeps it open).
     pool_bdev: BdevHandle,
     geometry: BlockGeometry,
 }
@@ -45,18 +46,26 @@ impl GpDone for PoolObj {
             )
         };
         if rearm {
-            self.gp_waiter.arm(&self.tracker);
+            self.gp_waiter.arm();
         }
         for p in ready {
             self.pass_down(p);
         }
+    }
+
+    fn gp_tracker(&self) -> &IoTracker {
+        &self.tracker
+    }
+
+    fn gp_queue(&self) -> &IoQueue {
+        &self.wq
     }
 }
 
 impl PoolObj {
     /// Has [`GpDone::gp_done`] run after a grace period that starts now.
     pub(crate) fn wake_after_grace_period(&self) {
-        self.gp_waiter.arm(&self.tracker);
+        self.gp_waiter.arm();
     }
 
     /// Passes a discard's freed blocks down through the pool device (every

@@ -44,7 +44,7 @@ pub(crate) fn usable_metadata_blocks(device_blocks: u64) -> u64 {
 /// dm-thin's `warn_if_metadata_device_too_big`, at ctr and when the metadata
 /// device grows: LVM sizes metadata below the cap, so a larger device is
 /// likely a mistake worth a line in the log.
-pub(crate) fn warn_if_metadata_device_too_big(dev: BdevHandle) {
+pub(crate) fn warn_if_metadata_device_too_big(dev: &BdevHandle) {
     if metadata_dev_too_big(dev.nr_sectors()) {
         pr_warn!(
             "Metadata device {} is larger than {} sectors: excess space will not be used.\n",

@@ -20,7 +20,7 @@ use crate::{
     dm::pool_table::PoolFeatures,
     glue::{
         device::BdevHandle,
-        dm::{TableMd, TableRef},
+        dm::{EventSink, TableMd},
         inflight::{GpCookie, IoTracker},
     },
 };
@@ -38,7 +38,7 @@ pub(crate) struct PoolState {
     /// Id of the table bound at the last preresume (0: none yet).
     pub(crate) bound_table: u64,
     /// That table, for dm events; `None` once it is gone.
-    pub(crate) event_table: Option<TableRef>,
+    pub(crate) event_table: Option<Arc<EventSink>>,
     /// The bound table's data low-water mark, in blocks.
     pub(crate) low_water_blocks: u64,
     /// Data low-water event state.
@@ -150,7 +150,7 @@ impl PoolState {
 
     /// Raises a dm event on the bound table.
     pub(super) fn raise_event(&self) {
-        if let Some(t) = self.event_table {
+        if let Some(t) = &self.event_table {
             t.event();
         }
     }

@@ -25,7 +25,7 @@ use kernel::prelude::*;
 
 use super::to_bytes;
 use crate::{
-    dm::errno::EINVAL,
+    dm::errno::{EINVAL, ENOMEM},
     dm::message::PoolMessage,
     dm::pool_mode::{BindRequest, PoolMode},
     dm::pool_table::{
@@ -38,7 +38,7 @@ use crate::{
         bio::Bio,
         device::{DmDev, MdKey},
         dm::{
-            features, Args, CtrError, MapResult, QueueLimits, StatusKind, TableRef, TargetCtx,
+            features, Args, CtrError, MapResult, QueueLimits, StatusKind, TableEvents, TargetCtx,
             TargetOps,
         },
     },
@@ -65,7 +65,7 @@ pub(crate) struct Pool {
     table_id: u64,
     nr_data_blocks: u64,
     /// This table, for dm events while it is the bound one.
-    event_table: Option<TableRef>,
+    event_table: Option<TableEvents>,
 }
 
 impl Drop for Pool {
@@ -101,7 +101,7 @@ impl TargetOps for Pool {
         };
         let metadata = ti.get_device(metadata_word, glue_errors::OPEN_METADATA)?;
         if let Some(dev) = metadata.handle() {
-            warn_if_metadata_device_too_big(dev);
+            warn_if_metadata_device_too_big(&dev);
         }
         let data = ti.get_device(data_word, glue_errors::OPEN_DATA)?;
         let parsed = parsed.map_err(|e| CtrError::new(e.errno(), e.message()))?;
@@ -140,7 +140,9 @@ impl TargetOps for Pool {
             passdown_unsupported: AtomicBool::new(false),
             table_id,
             nr_data_blocks: nr_data_blocks(ti.len(), block_size),
-            event_table: ti.table(),
+            event_table: ti
+                .table_events()
+                .map_err(|_| CtrError::new(ENOMEM, glue_errors::ALLOC_POOL))?,
         })
     }
 
@@ -214,7 +216,7 @@ impl TargetOps for Pool {
             }
         };
         st.bound_table = self.table_id;
-        st.event_table = self.event_table;
+        st.event_table = self.event_table.as_ref().map(TableEvents::sink);
         st.low_water_blocks = self.table.low_water_blocks;
         st.features = self.live_features();
         let needs_check = st.md.needs_check();
@@ -232,7 +234,7 @@ impl TargetOps for Pool {
         let metadata_blocks = usable_metadata_blocks(st.md.store_mut().refresh_size());
         let grew_metadata = st.maybe_grow(Space::Metadata, metadata_blocks)?;
         if let (true, Some(dev)) = (grew_metadata, self.metadata.handle()) {
-            warn_if_metadata_device_too_big(dev);
+            warn_if_metadata_device_too_big(&dev);
         }
         if grew_data || grew_metadata {
             let _ = st.commit();

@@ -122,7 +122,11 @@ impl TargetOps for Thin {
                 changed: st.thin_changed_floor(parsed.dev_id),
             };
             let io = ThinIo::new(pool.clone(), cfg).map_err(|_| oom)?;
-            st.open_thin(io.clone()).map_err(|_| oom)?;
+            if st.open_thin(io.clone()).is_err() {
+                // Its lanes hold it until closed.
+                io.quiesce();
+                return Err(oom);
+            }
             io
         };
         ti.set_num_flush_bios(1);

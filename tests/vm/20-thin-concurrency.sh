@@ -6,13 +6,14 @@
 # passes thin_check and the snapshots' blocks are accounted for.
 . /rthin/tests/lib.sh
 
+use_impl rthin
+
 meta=/dev/ram0 data=/dev/ram1
 size=$(sectors $data)
 vol=$((96 * 2048))
-wipe $meta
-run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
+mkpool pool $meta $data $size
 run dmsetup message pool 0 "create_thin 1"
-run dmsetup create thin --table "0 $vol rthin /dev/mapper/pool 1"
+mkthin thin pool 1 $vol
 
 # Four jobs on disjoint 24 MiB regions (fio verifies each job's own writes):
 # two write 4 KiB pieces, two whole 64 KiB blocks; each region is written

@@ -6,13 +6,14 @@
 # metadata afterwards.
 . /rthin/tests/lib.sh
 
+use_impl rthin
+
 meta=/dev/ram0 data=/dev/ram1
 size=$(sectors $data)
-wipe $meta
 dd if=/dev/urandom of=$data bs=1M count=8 2>/dev/null # stale data a new block must not show
-run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
+mkpool pool $meta $data $size
 run dmsetup message pool 0 "create_thin 1"
-run dmsetup create thin --table "0 $size rthin /dev/mapper/pool 1"
+mkthin thin pool 1 $size
 
 table=$(dmsetup table pool)
 echo "$table"

@@ -6,22 +6,21 @@
 # snapshot returns its blocks.
 . /rthin/tests/lib.sh
 
+use_impl rthin
+
 meta=/dev/ram0 data=/dev/ram1
 size=$(sectors $data)
 vol=$((64 * 2048)) # 64 MiB
-wipe $meta
-run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
+mkpool pool $meta $data $size
 run dmsetup message pool 0 "create_thin 1"
-run dmsetup create origin --table "0 $vol rthin /dev/mapper/pool 1"
+mkthin origin pool 1 $vol
 run dd if=/dev/urandom of=/tmp/a bs=1M count=8 2>/dev/null
 run dd if=/tmp/a of=/dev/mapper/origin bs=1M oflag=direct 2>/dev/null
 # Read it once so every block is in the origin's mapping cache.
 run dd if=/dev/mapper/origin of=/dev/null bs=1M count=8 iflag=direct 2>/dev/null
 
-run dmsetup suspend origin
-run dmsetup message pool 0 "create_snap 2 1"
-run dmsetup resume origin
-run dmsetup create snap --table "0 $vol rthin /dev/mapper/pool 2"
+snap pool 2 1 origin
+mkthin snap pool 2 $vol
 
 # The snapshot keeps the origin's reads on the fast path: create_snap marks
 # its cached mappings shared instead of forgetting them.

@@ -21,23 +21,20 @@ run dd if=/dev/urandom of=/tmp/blk bs=64k count=1 2>/dev/null
 run dd if=/tmp/blk of=/dev/mapper/thin bs=64k count=1 oflag=direct 2>/dev/null
 snap pool 2 1 thin
 # Reads of the data device now take 3 s.
-run dmsetup load slow --table "0 $size delay $raw 0 3000 $raw 0 0"
-run dmsetup suspend slow
-run dmsetup resume slow
+swap_table slow "0 $size delay $raw 0 3000 $raw 0 0"
+# read_delayed: dm-delay holds a read of the data device (the copy's): its
+# status counts the reads it delays.
+read_delayed() { [ "$(dmsetup status slow | awk '{ print $4 }')" -gt 0 ]; }
 run dd if=/dev/urandom of=/tmp/small bs=4k count=1 2>/dev/null
 dd if=/tmp/small of=/dev/mapper/thin bs=4k seek=1 count=1 oflag=direct 2>/tmp/w.err &
 writer=$!
-sleep 1
+wait_for 10 read_delayed || fail "the copy's read did not reach the data device: $(cat /tmp/w.err)"
+start=$(date +%s)
 dmsetup suspend pool &
 suspender=$!
-i=0
-while kill -0 $suspender 2>/dev/null && [ $i -lt 30 ]; do
-	sleep 1
-	i=$((i + 1))
-done
-kill -0 $suspender 2>/dev/null && fail "dmsetup suspend pool still runs after 30 s (a provision was in flight)"
+wait_for 30 exited $suspender || fail "dmsetup suspend pool still runs after 30 s (a provision was in flight)"
 wait $suspender || fail "dmsetup suspend pool failed"
-echo "ok: the pool suspended in about ${i}s with a copy in flight"
+echo "ok: the pool suspended in about $(($(date +%s) - start))s with a copy in flight"
 run dmsetup resume pool
 wait $writer || fail "the write to the origin failed: $(cat /tmp/w.err)"
 cp /tmp/blk /tmp/want

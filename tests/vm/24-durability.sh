@@ -8,13 +8,15 @@
 # through a reloaded thin commits the writes its old table took.
 . /rthin/tests/lib.sh
 
+use_impl rthin
+
 wipe /dev/ram0
 # A 16 MiB metadata device: copying it is quick.
 run dmsetup create meta --table "0 32768 linear /dev/ram0 0"
 meta=/dev/mapper/meta data=/dev/ram1
 size=$(sectors $data)
 run dd if=/dev/urandom of=$data bs=1M count=4 2>/dev/null
-run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
+mkpool pool $meta $data $size
 pool_dev=$(dmsetup info -c --noheadings -o major,minor pool | tr -d ' ')
 dbg=/sys/kernel/debug/rthin-$pool_dev/pool
 [ -r $dbg ] || fail "no debugfs file $dbg"
@@ -49,7 +51,7 @@ grep -q 'dev_id="9"' /tmp/d.xml || bad "C27: create_thin 9 not committed on retu
 [ "$dirty" = 0 ] || bad "C27: metadata dirty right after the message"
 echo "C27: checked"
 
-run dmsetup create thin --table "0 131072 rthin /dev/mapper/pool 9"
+mkthin thin pool 9 131072
 # The thin behaves as a disk with a volatile write cache (dm-thin sets
 # flush_supported), whatever the data device: else the block layer drops
 # flushes and FUA before they reach the target. brd has no write cache.
@@ -158,9 +160,9 @@ run dmsetup remove meta
 echo "vdb write_cache: $(cat /sys/block/vdb/queue/write_cache)"
 wipe /dev/ram0
 run dmsetup create meta --table "0 32768 linear /dev/ram0 0"
-run dmsetup create pool --table "0 2097152 rthin-pool $meta /dev/vdb 128 0"
+mkpool pool $meta /dev/vdb 2097152
 run dmsetup message pool 0 "create_thin 9"
-run dmsetup create thin --table "0 131072 rthin /dev/mapper/pool 9"
+mkthin thin pool 9 131072
 run dd if=/tmp/p of=/dev/mapper/thin bs=4k seek=$((5 * 16 + 2)) count=1 oflag=direct conv=fsync 2>/dev/null
 cut
 [ -n "$(data_block 5)" ] || bad "I52 (control, data on vdb): block 5 not on disk after fsync"

@@ -7,6 +7,8 @@
 # block (F40).
 . /rthin/tests/lib.sh
 
+use_impl rthin
+
 meta=/dev/ram0 data=/dev/ram1
 size=$(sectors $data)
 vol=$((64 * 2048)) # 64 MiB
@@ -26,11 +28,10 @@ data_block() {
 }
 
 # --- E36 on a zeroing pool.
-wipe $meta
 run dd if=/dev/urandom of=$data bs=1M count=8 2>/dev/null
-run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
+mkpool pool $meta $data $size
 run dmsetup message pool 0 "create_thin 1"
-run dmsetup create thin --table "0 $vol rthin /dev/mapper/pool 1"
+mkthin thin pool 1 $vol
 run dd if=/dev/urandom of=/tmp/pieces bs=4k count=16 2>/dev/null
 m0=$(mapped thin) u0=$(used)
 pids=
@@ -66,12 +67,11 @@ run dmsetup remove pool
 run thin_check $meta
 
 # --- E35 and F40 on a skip_block_zeroing pool, over known old bytes.
-wipe $meta
 run dd if=/dev/urandom of=/tmp/old bs=1M count=8 2>/dev/null
 run dd if=/tmp/old of=$data bs=1M oflag=direct 2>/dev/null
-run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0 1 skip_block_zeroing"
+mkpool pool $meta $data $size skip_block_zeroing
 run dmsetup message pool 0 "create_thin 1"
-run dmsetup create thin --table "0 $vol rthin /dev/mapper/pool 1"
+mkthin thin pool 1 $vol
 run dd if=/dev/urandom of=/tmp/small bs=4k count=1 2>/dev/null
 run dd if=/tmp/small of=/dev/mapper/thin bs=4k seek=$((7 * 16 + 1)) count=1 oflag=direct 2>/dev/null
 db=$(data_block 1 7)
@@ -87,10 +87,8 @@ echo "E35: block 7 -> data block $db keeps the old bytes around the write"
 # F40: a 4 KiB write into a shared block copies the rest, zeroing or not.
 run dd if=/dev/urandom of=/tmp/a bs=64k count=4 2>/dev/null
 run dd if=/tmp/a of=/dev/mapper/thin bs=64k seek=40 oflag=direct 2>/dev/null
-run dmsetup suspend thin
-run dmsetup message pool 0 "create_snap 2 1"
-run dmsetup resume thin
-run dmsetup create snap --table "0 $vol rthin /dev/mapper/pool 2"
+snap pool 2 1 thin
+mkthin snap pool 2 $vol
 old_db=$(data_block 1 41)
 run dd if=/tmp/small of=/dev/mapper/thin bs=4k seek=$((41 * 16 + 9)) count=1 oflag=direct 2>/dev/null
 new_db=$(data_block 1 41)

@@ -5,6 +5,8 @@
 # mappings, and grown back shows the old data (E37).
 . /rthin/tests/lib.sh
 
+use_impl rthin
+
 meta=/dev/ram0
 # bad WHY: a failed check that does not stop the test (it fails at the end).
 failed=0
@@ -15,11 +17,10 @@ bad() {
 used() { dmsetup status pool | awk '{ print $6 }'; }
 
 # 32 blocks of a 64-block linear data device.
-wipe $meta
 run dmsetup create data --table "0 8192 linear /dev/ram1 0"
-run dmsetup create pool --table "0 4096 rthin-pool $meta /dev/mapper/data 128 0"
+mkpool pool $meta /dev/mapper/data 4096
 run dmsetup message pool 0 "create_thin 1"
-run dmsetup create thin --table "0 131072 rthin /dev/mapper/pool 1"
+mkthin thin pool 1 131072
 run dd if=/dev/urandom of=/tmp/a bs=64k count=20 2>/dev/null
 run dd if=/tmp/a of=/dev/mapper/thin bs=64k oflag=direct 2>/dev/null
 [ "$(used)" = 20/32 ] || fail "expected 20/32: $(dmsetup status pool)"
@@ -39,9 +40,7 @@ got=$(dd if=/dev/mapper/thin bs=64k count=20 iflag=direct 2>/dev/null | md5sum)
 run dd if=/dev/urandom of=/tmp/b bs=64k count=12 2>/dev/null
 run dd if=/tmp/b of=/dev/mapper/thin bs=64k seek=20 oflag=direct 2>/dev/null
 [ "$(used)" = 32/32 ] || fail "expected a full pool: $(dmsetup status pool)"
-run dmsetup load pool --table "0 8192 rthin-pool $meta /dev/mapper/data 128 0"
-run dmsetup suspend pool
-run dmsetup resume pool
+reload_pool pool $meta /dev/mapper/data 8192
 dmesg | grep -qF "growing the data device from 32 to 64 blocks" ||
 	bad "L70: no log line 'growing the data device from 32 to 64 blocks' (dm-thin logs it, spec 1.3)"
 [ "$(used)" = 32/64 ] || fail "L70: after growing: $(dmsetup status pool)"
@@ -67,16 +66,12 @@ thin_before=$(dmsetup status thin)
 pool_before=$(used)
 want=$(dd if=/dev/mapper/thin bs=64k skip=100 count=24 iflag=direct 2>/dev/null | md5sum)
 echo "before: $thin_before / $pool_before"
-run dmsetup load thin --table "0 $((50 * 128)) rthin /dev/mapper/pool 1"
-run dmsetup suspend thin
-run dmsetup resume thin
+swap_table thin "0 $((50 * 128)) $THIN_T /dev/mapper/pool 1"
 s=$(dmsetup status thin)
 echo "shrunk: $s"
 [ "$s" = "0 $((50 * 128)) rthin ${thin_before#* * * }" ] || fail "E37: shrunk thin status '$s', before '$thin_before'"
 [ "$(used)" = "$pool_before" ] || fail "E37: pool usage changed: $(used)"
-run dmsetup load thin --table "0 131072 rthin /dev/mapper/pool 1"
-run dmsetup suspend thin
-run dmsetup resume thin
+swap_table thin "0 131072 $THIN_T /dev/mapper/pool 1"
 [ "$(dmsetup status thin)" = "$thin_before" ] || fail "E37: regrown thin status '$(dmsetup status thin)'"
 got=$(dd if=/dev/mapper/thin bs=64k skip=100 count=24 iflag=direct 2>/dev/null | md5sum)
 [ "$got" = "$want" ] || fail "E37: data past the shrunk end did not come back"

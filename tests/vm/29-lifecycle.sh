@@ -3,7 +3,9 @@
 # never been resumed (B15); two devices, and an inactive table, for one thin
 # id all load (B16); a read_only pool refuses provisioning but serves mapped
 # writes and reads (J65); the discard features show in the status line and
-# in the thin's queue limits (D29, H50).
+# in the thin's queue limits (D29, H50); once every table is gone, so is
+# every pool object (its debugfs directory goes with it): the pool's timers,
+# which hold the object while they run, were stopped by its last user.
 . /rthin/tests/lib.sh
 
 meta=/dev/ram0 data=/dev/ram1
@@ -107,6 +109,11 @@ for f in ignore_discard no_discard_passdown; do
 		fi
 		run dmsetup remove thin
 	fi
+	# (the pool object's debugfs directory is named by its major:minor)
+	gone="${gone:-} /sys/kernel/debug/rthin-$(dmsetup info -c --noheadings -o major,minor pool | tr -d ' ')"
 	run dmsetup remove pool
+done
+for dir in $gone; do
+	wait_for 10 test ! -e "$dir" || bad "the pool object of $dir outlived its last table"
 done
 [ $failed = 0 ] || fail "$failed checks failed"

@@ -32,14 +32,9 @@ setup() {
 
 # grow: data device and pool to 16 MiB (256 blocks).
 grow() {
-	local feat=
-	[ -n "$FEAT" ] && feat=" $(echo $FEAT | wc -w) $FEAT"
-	run dmsetup reload ndata --table "0 $((16 * MB)) linear $RAW 0"
-	run dmsetup suspend ndata
-	run dmsetup resume ndata
-	run dmsetup reload pool --table "0 $((16 * MB)) $POOL_T $META /dev/mapper/ndata 128 0$feat"
-	run dmsetup suspend pool
-	run dmsetup resume pool
+	swap_table ndata "0 $((16 * MB)) linear $RAW 0"
+	# ($FEAT unquoted: one argument per feature)
+	reload_pool pool $META /dev/mapper/ndata $((16 * MB)) $FEAT
 	[ "$(data_total pool)" = 256 ] || fail "data total after grow: $(info pool)"
 	[ "$(pool_field pool 5)" = rw ] || fail "mode after grow: $(info pool)"
 	echo "ok: grown to 256 blocks: $(info pool)"
@@ -89,8 +84,9 @@ queue_mode() {
 	timeout 300 dd if=/tmp/pat.C of=$T bs=4096 count=1 oflag=seek_bytes,direct \
 		seek=$((9 * 1048576 + 8192)) 2>/tmp/held.err &
 	held=$!
-	sleep 3
-	kill -0 $held 2>/dev/null || {
+	# Its failed allocation switches the pool out of data space.
+	wait_for 10 pool_mode_is pool out_of_data_space || fail "mode with a waiting write: $(info pool)"
+	exited $held && {
 		wait $held
 		fail "a provisioning write on a full pool (queue_if_no_space) did not wait: rc $?, $(cat /tmp/held.err)"
 	}
@@ -106,14 +102,9 @@ queue_mode() {
 		fail "read while a write waits for space: $(cat /tmp/dd.err)"
 	cmp /tmp/rd /tmp/mn || fail "read while a write waits for space differs from the model"
 	echo "ok: mapped write and reads go on while a write waits"
-	kill -0 $held 2>/dev/null || fail "the waiting write ended before the grow: $(cat /tmp/held.err)"
+	exited $held && fail "the waiting write ended before the grow: $(cat /tmp/held.err)"
 	grow
-	i=0
-	while kill -0 $held 2>/dev/null && [ $i -lt 30 ]; do
-		sleep 1
-		i=$((i + 1))
-	done
-	if kill -0 $held 2>/dev/null; then
+	if ! wait_for 30 exited $held; then
 		# A bio lost by the target keeps its device busy: the runner's
 		# remove_all --force would then hang the VM and lose every result.
 		# Try a pool suspend/resume (dm-thin requeues held bios on resume)

@@ -56,6 +56,12 @@ wait_for() {
 	done
 }
 
+# exited PID: the process has ended (for wait_for).
+exited() { ! kill -0 "$1" 2>/dev/null; }
+# pool_mode_is POOL MODE: the pool's status shows MODE (rw, ro,
+# out_of_data_space; for wait_for).
+pool_mode_is() { [ "$(pool_field "$1" 5)" = "$2" ]; }
+
 # expect_dmesg "TEXT": the kernel log must contain TEXT.
 expect_dmesg() {
 	dmesg | grep -qF "$1" || fail "kernel log lacks '$1'"
@@ -160,21 +166,38 @@ thin_status_for() {
 	echo "$(($1 * bs)) $((($2 + 1) * bs - 1))"
 }
 
-# mkpool NAME META DATA SECTORS [FEATURE...]: wipes META and creates a pool
+# pool_table META DATA SECTORS [FEATURE...]: the table line of a pool
 # (POOL_T) of SECTORS with 64 KiB blocks and low water mark 0.
-mkpool() {
-	local name=$1 meta=$2 data=$3 len=$4 feat=
-	shift 4
+pool_table() {
+	local meta=$1 data=$2 len=$3 feat=
+	shift 3
 	[ $# -gt 0 ] && feat=" $# $*"
-	wipe "$meta"
-	run dmsetup create "$name" --table "0 $len $POOL_T $meta $data 128 0$feat"
+	echo "0 $len $POOL_T $meta $data 128 0$feat"
+}
+# mkpool NAME META DATA SECTORS [FEATURE...]: wipes META and creates a pool
+# (see pool_table).
+mkpool() {
+	wipe "$2"
+	openpool "$@"
 }
 # openpool NAME META DATA SECTORS [FEATURE...]: the same without wiping META.
 openpool() {
-	local name=$1 meta=$2 data=$3 len=$4 feat=
-	shift 4
-	[ $# -gt 0 ] && feat=" $# $*"
-	run dmsetup create "$name" --table "0 $len $POOL_T $meta $data 128 0$feat"
+	local name=$1
+	shift
+	run dmsetup create "$name" --table "$(pool_table "$@")"
+}
+# reload_pool NAME META DATA SECTORS [FEATURE...]: replaces a pool's table
+# (see pool_table) and makes it live, as LVM does (reload, suspend, resume).
+reload_pool() {
+	local name=$1
+	shift
+	swap_table "$name" "$(pool_table "$@")"
+}
+# swap_table NAME TABLE: loads TABLE into device NAME and makes it live.
+swap_table() {
+	run dmsetup reload "$1" --table "$2"
+	run dmsetup suspend "$1"
+	run dmsetup resume "$1"
 }
 # mkthin NAME POOL ID SECTORS: activates thin device ID of POOL as NAME (THIN_T).
 mkthin() {

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The thin-pool superblock (block 0) and the space-map root records (spec 2.2).
+//! The thin-pool superblock (block 0) (spec 2.2); it holds the two space
+//! maps' root records ([`SmRoot`], defined with the space maps).
 
 use crate::core_error::{corrupt, CoreError, CoreResult, Corruption};
 use crate::pdata::codec::{bytes, bytes_mut, get_u32, get_u64, put_u32, put_u64, zero};
+// The space maps' root records are the space maps' format; the superblock
+// only holds two of them.
+pub use crate::pdata::space_map::root::{SmRoot, SPACE_MAP_ROOT_SIZE};
 
 /// `THIN_SUPERBLOCK_MAGIC`.
 pub const MAGIC: u64 = 27_022_010;
@@ -14,8 +18,6 @@ pub const FLAG_NEEDS_CHECK: u32 = 1;
 pub const METADATA_BLOCK_SECTORS: u32 = 8;
 /// Location of the superblock.
 pub const SUPERBLOCK_LOCATION: u64 = 0;
-/// Size of each space-map root area in the superblock.
-pub const SPACE_MAP_ROOT_SIZE: usize = 128;
 
 /// Field offsets inside the superblock.
 pub mod off {
@@ -55,40 +57,6 @@ pub mod off {
     pub const INCOMPAT: usize = 360;
     /// End of the used part.
     pub const END: usize = 364;
-}
-
-/// `disk_sm_root`: the root record of a space map (32 bytes used of 128).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SmRoot {
-    /// Number of blocks the space map covers.
-    pub nr_blocks: u64,
-    /// Number of blocks with a non-zero count.
-    pub nr_allocated: u64,
-    /// Metadata SM: index block; data SM: root of the index B-tree.
-    pub bitmap_root: u64,
-    /// Root of the overflow reference-count B-tree.
-    pub ref_count_root: u64,
-}
-
-impl SmRoot {
-    /// Decodes a root record from (at least) 32 bytes.
-    pub fn decode(b: &[u8]) -> CoreResult<Self> {
-        Ok(SmRoot {
-            nr_blocks: get_u64(b, 0)?,
-            nr_allocated: get_u64(b, 8)?,
-            bitmap_root: get_u64(b, 16)?,
-            ref_count_root: get_u64(b, 24)?,
-        })
-    }
-
-    /// Encodes the record into a 128-byte area (the unused tail is zeroed).
-    pub fn encode(&self, b: &mut [u8]) -> CoreResult<()> {
-        zero(b, 0, SPACE_MAP_ROOT_SIZE)?;
-        put_u64(b, 0, self.nr_blocks)?;
-        put_u64(b, 8, self.nr_allocated)?;
-        put_u64(b, 16, self.bitmap_root)?;
-        put_u64(b, 24, self.ref_count_root)
-    }
 }
 
 /// The decoded superblock.

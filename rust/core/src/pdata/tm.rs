@@ -28,9 +28,9 @@ use core::cell::Cell;
 use core::ops::{Deref, DerefMut};
 
 use crate::core_error::{CoreError, CoreResult};
-use crate::metadata::superblock::SmRoot;
 use crate::pdata::block_store::BlockStore;
 use crate::pdata::space_map::index::{IndexEntry, SmKind};
+use crate::pdata::space_map::root::SmRoot;
 
 /// Slots of the cache of blocks allocated in this transaction.
 const NEW_CACHE_SLOTS: usize = 128;

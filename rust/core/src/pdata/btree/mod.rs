@@ -3,13 +3,18 @@
 //! (spec 2.3).
 //!
 //! [`node`] decodes and edits one node in place inside a block buffer; the
-//! tree algorithms (lookup, insert, remove, walks, recursive release) live in
-//! `ops` as methods of the transaction manager (`pdata::tm::Tm`), because shadowing a node needs the
-//! transaction manager and the space maps.
+//! tree algorithms are methods of the transaction manager (`pdata::tm::Tm`),
+//! because shadowing a node needs the transaction manager and the space
+//! maps, one file each: [`ops`] (reads and lookups), [`shadow`] (copy-on-write
+//! and recursive release), [`insert`], [`remove`] and [`walk`].
 
 pub mod descend;
+pub mod insert;
 pub mod node;
 pub mod ops;
+pub mod remove;
+pub mod shadow;
+pub mod walk;
 
 /// Maximum tree depth accepted. With at least one entry per internal node and
 /// the kernel's fill rules, real trees are far shallower; this bounds every

@@ -33,14 +33,15 @@
 //!   property tests exercise multi-bitmap devices).
 
 use crate::core_error::{corrupt, CoreError, CoreResult, Corruption};
-use crate::metadata::superblock::SmRoot;
 use crate::pdata::block_store::BlockStore;
 use crate::pdata::btree::TreeKind;
 use crate::pdata::checksum::BlockKind;
 use crate::pdata::tm::{CacheMem, Tm};
 
 pub mod index;
+pub mod root;
 pub use index::{IndexEntry, SmKind, INDEX_ENTRY_SIZE};
+pub use root::{SmRoot, SPACE_MAP_ROOT_SIZE};
 
 /// Entries (blocks) covered by one bitmap block.
 pub const ENTRIES_PER_BITMAP: u64 = 16_320;
