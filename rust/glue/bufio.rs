@@ -103,6 +103,33 @@ impl Client {
     fn raw(&self) -> *mut dm::dm_bufio_client {
         self.raw.as_ptr()
     }
+
+    /// Holds block `b` (on the device, else an I/O error): read from media
+    /// (`dm_bufio_read`) or, if `new`, set up without reading
+    /// (`dm_bufio_new`). The caller releases it.
+    fn hold(&self, b: u64, new: bool) -> CoreResult<(NonNull<dm::dm_buffer>, NonNull<u8>, &Aux)> {
+        let mut bp: *mut dm::dm_buffer = ptr::null_mut();
+        // SAFETY: the client is valid while `self` lives; `bp` is a valid
+        // out pointer; a block past the device's end fails with an error.
+        // Both calls may sleep, which the store's users (ctr, messages,
+        // status, workers) and the readers (workers) allow.
+        let data = unsafe {
+            if new {
+                dm::dm_bufio_new(self.raw(), b, &mut bp)
+            } else {
+                dm::dm_bufio_read(self.raw(), b, &mut bp)
+            }
+        };
+        let data = from_err_ptr(data).map_err(|e| CoreError::Io(e.to_errno()))?;
+        let (Some(buf), Some(data)) = (NonNull::new(bp), NonNull::new(data.cast::<u8>())) else {
+            return Err(EIO_CORE);
+        };
+        // SAFETY: the aux area of a held buffer is valid, sized and aligned for
+        // `Aux` (requested at client creation; dm-bufio aligns it) and was
+        // initialised by `alloc_callback`.
+        let aux = unsafe { &*dm::dm_bufio_get_aux_data(buf.as_ptr()).cast::<Aux>() };
+        Ok((buf, data, aux))
+    }
 }
 
 impl Drop for Client {
@@ -180,26 +207,7 @@ impl BufioStore {
         if b >= self.nr_blocks {
             return Err(EIO_CORE);
         }
-        let mut bp: *mut dm::dm_buffer = ptr::null_mut();
-        // SAFETY: the client is valid while `self` lives; `b` lies on the
-        // device; `bp` is a valid out pointer. Both calls may sleep, which the
-        // store's users (ctr, messages, status, workers) allow.
-        let data = unsafe {
-            if new {
-                dm::dm_bufio_new(self.client.raw(), b, &mut bp)
-            } else {
-                dm::dm_bufio_read(self.client.raw(), b, &mut bp)
-            }
-        };
-        let data = from_err_ptr(data).map_err(|e| CoreError::Io(e.to_errno()))?;
-        let (Some(buf), Some(data)) = (NonNull::new(bp), NonNull::new(data.cast::<u8>())) else {
-            return Err(EIO_CORE);
-        };
-        // SAFETY: the aux area of a held buffer is valid, sized and aligned for
-        // `Aux` (requested at client creation; dm-bufio aligns it) and was
-        // initialised by `alloc_callback`.
-        let aux = unsafe { &*dm::dm_bufio_get_aux_data(buf.as_ptr()).cast::<Aux>() };
-        Ok((buf, data, aux))
+        self.client.hold(b, new)
     }
 
     /// Reads block `b`, validating it as `kind` if not yet validated.
@@ -245,22 +253,11 @@ impl BufioReader {
         if out.len() != BLOCK_SIZE {
             return Err(CoreError::Invalid);
         }
-        let mut bp: *mut dm::dm_buffer = ptr::null_mut();
-        // SAFETY: the client is valid while `self` lives; `bp` is a valid out
-        // pointer; a block past the device's end fails with an error.
-        let data = unsafe { dm::dm_bufio_read(self.client.raw(), b, &mut bp) };
-        let data = from_err_ptr(data).map_err(|e| CoreError::Io(e.to_errno()))?;
-        let Some(buf) = NonNull::new(bp) else {
-            return Err(EIO_CORE);
-        };
-        let words = data.cast::<u64>();
-        let validated = if words.is_null() || !words.is_aligned() {
-            None
-        } else {
-            // SAFETY: the aux area of a held buffer holds an `Aux`
-            // (`alloc_callback`).
-            let aux = unsafe { &*dm::dm_bufio_get_aux_data(buf.as_ptr()).cast::<Aux>() };
-            let validated = aux.validated.load(Ordering::Acquire) == kind_code(BlockKind::Node);
+        let (buf, data, aux) = self.client.hold(b, false)?;
+        // Whether the bytes had passed as a node before the copy.
+        let passed = aux.validated.load(Ordering::Acquire) == kind_code(BlockKind::Node);
+        let words = data.as_ptr().cast::<u64>();
+        let validated = words.is_aligned().then(|| {
             for (i, chunk) in out.chunks_exact_mut(8).enumerate() {
                 // SAFETY: a held buffer's data is `BLOCK_SIZE` bytes, aligned
                 // for u64 (checked above), so word `i < BLOCK_SIZE / 8` is in
@@ -270,8 +267,8 @@ impl BufioReader {
                 let w = unsafe { ptr::read_volatile(words.add(i)) };
                 chunk.copy_from_slice(&w.to_ne_bytes());
             }
-            Some(validated)
-        };
+            passed
+        });
         // SAFETY: the buffer was obtained above and is released once.
         unsafe { dm::dm_bufio_release(buf.as_ptr()) };
         match validated {
