@@ -12,7 +12,7 @@ use super::ThinIo;
 use crate::{
     dm::pool_mode::{BioAction, BioDir, DiscardAction, IoError, Lookup, WorkItem},
     glue::bio::{BioKind, OwnedBio},
-    pool::committed::LEAF_MAPPINGS,
+    metadata::committed::LEAF_MAPPINGS,
 };
 
 impl ThinIo {

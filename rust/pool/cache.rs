@@ -159,14 +159,7 @@ impl PoolState {
         let cache = self.cache.get();
         self.md.lookup_leaf(dev.into(), vblock, |k, r| {
             if let Some(c) = &cache {
-                c.publish(
-                    dev,
-                    k,
-                    CachedMapping {
-                        data_block: r.mapping.data_block,
-                        shared: r.shared,
-                    },
-                );
+                c.publish(dev, k, r.into());
             }
         })
     }
@@ -192,9 +185,7 @@ impl PoolState {
             return;
         };
         for &(vblock, mapping) in leaf {
-            let r = LookupResult::new(&details, mapping);
-            let (data_block, shared) = (mapping.data_block, r.shared);
-            c.publish(dev, vblock, CachedMapping { data_block, shared });
+            c.publish(dev, vblock, LookupResult::new(&details, mapping).into());
         }
     }
 

@@ -28,9 +28,6 @@ use crate::{
     pdata::checksum::BLOCK_SIZE,
 };
 
-/// Most mappings one leaf holds (4 KiB nodes of 8-byte keys and values).
-pub(crate) const LEAF_MAPPINGS: usize = (BLOCK_SIZE - 32) / 16;
-
 /// The published tree, what reads it, and the walks under way.
 pub(crate) struct CommittedView {
     published: PublishedTree,

@@ -16,12 +16,18 @@
 use core::ops::Deref;
 use core::sync::atomic::{fence, AtomicU64, Ordering};
 
-use crate::core_error::{corrupt, CoreResult, Corruption};
+use crate::core_error::CoreResult;
 use crate::metadata::thin_metadata::{Mapping, ThinMetadata};
 use crate::pdata::block_store::BlockStore;
 use crate::pdata::btree::descend::{descend, visit_leaf};
 use crate::pdata::btree::{node, TreeKind, Value};
+use crate::pdata::space_map::check_meta_block_in;
 use crate::pdata::tm::CacheMem;
+
+/// Most mappings one leaf of a mapping tree holds ([`node::check`] refuses
+/// a leaf with room for more): what [`CommittedTree::lookup_leaf`] may hand
+/// over.
+pub const LEAF_MAPPINGS: usize = node::calc_max_entries(TreeKind::Mapping.value_size());
 
 /// Where a reader finds the last commit's mapping tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -48,9 +54,7 @@ impl CommittedTree {
         mut each: impl FnMut(u64, Mapping),
     ) -> CoreResult<Option<Mapping>> {
         let mut read = |b: u64| {
-            if b == 0 || b >= self.nr_blocks {
-                return Err(corrupt(Corruption::BlockOutOfRange));
-            }
+            check_meta_block_in(b, self.nr_blocks)?;
             read(b)
         };
         let sub = descend(

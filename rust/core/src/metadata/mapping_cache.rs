@@ -41,6 +41,8 @@
 
 use core::sync::atomic::{fence, AtomicU64, Ordering};
 
+use crate::metadata::thin_metadata::LookupResult;
+
 /// Slots per set: 4 slots of 16 bytes, one cache line.
 pub const WAYS: usize = 4;
 /// 64-bit words per slot.
@@ -63,6 +65,15 @@ pub struct CachedMapping {
     pub data_block: u64,
     /// Writes must break sharing (go through a worker).
     pub shared: bool,
+}
+
+impl From<LookupResult> for CachedMapping {
+    fn from(r: LookupResult) -> Self {
+        Self {
+            data_block: r.mapping.data_block,
+            shared: r.shared,
+        }
+    }
 }
 
 /// How many slots a pool of `nr_data_blocks` data blocks gets: two per data

@@ -60,6 +60,15 @@ pub const fn nr_bitmaps(nr_blocks: u64) -> u64 {
     nr_blocks.div_ceil(ENTRIES_PER_BITMAP)
 }
 
+/// Checks that `b` may be a metadata block other than the superblock, on a
+/// metadata device whose space map covers `nr_blocks`.
+pub fn check_meta_block_in(b: u64, nr_blocks: u64) -> CoreResult<()> {
+    if b == 0 || b >= nr_blocks {
+        return Err(corrupt(Corruption::BlockOutOfRange));
+    }
+    Ok(())
+}
+
 fn entry_pos(e: u64) -> CoreResult<(usize, u32)> {
     let byte = usize::try_from(e / 4).map_err(|_| corrupt(Corruption::Layout))?;
     Ok((BITMAP_HEADER.saturating_add(byte), ((e % 4) * 2) as u32))
@@ -108,10 +117,7 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
 
     /// Checks that `b` may be a metadata block other than the superblock.
     pub(crate) fn check_meta_block(&self, b: u64) -> CoreResult<()> {
-        if b == 0 || b >= self.msm.nr_blocks.max(self.msm_c.nr_blocks) {
-            return Err(corrupt(Corruption::BlockOutOfRange));
-        }
-        Ok(())
+        check_meta_block_in(b, self.msm.nr_blocks.max(self.msm_c.nr_blocks))
     }
 
     /// Index entry `i` of a space map.
