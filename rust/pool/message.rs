@@ -71,10 +71,7 @@ impl PoolState {
                     PoolMessage::Delete { .. } => self.freed_since_commit = true,
                     // The origin's details changed: its next flush commits.
                     PoolMessage::CreateSnap { origin_id, .. } => {
-                        let gen = self.flags.changes();
-                        for t in self.thins.iter().filter(|t| t.dev_id() == origin_id) {
-                            t.note_change(gen);
-                        }
+                        self.note_change_of(origin_id, self.flags.changes());
                     }
                     _ => {}
                 }

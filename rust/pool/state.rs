@@ -185,9 +185,15 @@ impl PoolState {
     pub(crate) fn note_dev_change(&self, thin: &dyn PoolMember, gen: u64) {
         thin.note_change(gen);
         if self.twin_targets > 0 {
-            for t in self.thins.iter().filter(|t| t.dev_id() == thin.dev_id()) {
-                t.note_change(gen);
-            }
+            self.note_change_of(thin.dev_id(), gen);
+        }
+    }
+
+    /// Records a change of thin device `dev_id`'s metadata at generation
+    /// `gen` on every live target of the device.
+    pub(super) fn note_change_of(&self, dev_id: u32, gen: u64) {
+        for t in self.thins.iter().filter(|t| t.dev_id() == dev_id) {
+            t.note_change(gen);
         }
     }
 
