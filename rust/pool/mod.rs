@@ -137,7 +137,9 @@ impl Tick for PoolObj {
     fn tick(&self) {
         if self.flags.dirty() {
             let mut st = self.lock_settled();
-            let _ = st.commit();
+            if st.commit().is_ok() {
+                self.flags.periodic_commits.fetch_add(1, Ordering::Relaxed);
+            }
         }
         let mut st = self.lock();
         st.check_no_space_deadline();

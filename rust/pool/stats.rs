@@ -30,6 +30,9 @@ pub(crate) struct PoolFlags {
     pub(super) fails_io: AtomicBool,
     /// Metadata commits done.
     pub(super) commits: AtomicU64,
+    /// Of those, the ones the waker made (dm-thin's `COMMIT_PERIOD`): the
+    /// rest were asked for, by a flush, a message or a status.
+    pub(super) periodic_commits: AtomicU64,
     /// Slots of the pool's mapping cache.
     pub(super) mapping_cache_slots: AtomicU64,
 }
@@ -38,6 +41,8 @@ impl PoolFlags {
     /// The pool's debugfs file text.
     pub(super) fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "commits {}", self.commits.load(Ordering::Relaxed))?;
+        let periodic = self.periodic_commits.load(Ordering::Relaxed);
+        writeln!(f, "periodic_commits {periodic}")?;
         writeln!(f, "dirty {}", u8::from(self.dirty()))?;
         writeln!(f, "changes {}", self.changes())?;
         writeln!(f, "committed {}", self.committed())?;
