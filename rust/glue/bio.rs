@@ -25,7 +25,7 @@ use crate::dm::pool_mode::IoError;
 mod hook;
 mod list;
 
-use hook::{per_bio_of, store_token, HookState};
+use hook::{per_bio_of, release_owner, store_token, HookState};
 pub(crate) use hook::{Fill, FillHook, PerBio, Provision, Requeue};
 pub(crate) use list::BioList;
 
@@ -149,6 +149,7 @@ impl Bio<'_> {
         if let Some(ctx) = self.per_bio_data() {
             ctx.state = HookState::None;
             ctx.inflight = core::ptr::null_mut();
+            ctx.owner = core::ptr::null();
         }
     }
 
@@ -206,9 +207,18 @@ impl OwnedBio {
         store_token(self.per_bio(), tracker, token);
     }
 
+    /// Lets go of what a hook that came back still holds; every way of
+    /// ending an owned bio goes through this.
+    fn into_ending(mut self) -> *mut bindings::bio {
+        if let Some(ctx) = self.per_bio() {
+            release_owner(ctx);
+        }
+        self.into_raw()
+    }
+
     /// Completes the bio with whatever status its I/O left.
     pub(crate) fn finish(self) {
-        let raw = self.into_raw();
+        let raw = self.into_ending();
         // SAFETY: we own the bio and end it exactly once.
         unsafe { bindings::bio_endio(raw) };
     }
@@ -234,7 +244,7 @@ impl OwnedBio {
             Some(IoError::Io) => dm::RTHIN_BLK_STS_IOERR,
             Some(IoError::NoSpace) => dm::RTHIN_BLK_STS_NOSPC,
         };
-        let raw = self.into_raw();
+        let raw = self.into_ending();
         // SAFETY: we own the bio and end it exactly once.
         unsafe {
             (*raw).bi_status = status;
@@ -245,7 +255,7 @@ impl OwnedBio {
     /// Hands the bio back to dm, which issues it again after the device
     /// resumes (`BLK_STS_DM_REQUEUE`; only during a noflush suspend).
     pub(crate) fn requeue_to_dm(self) {
-        let raw = self.into_raw();
+        let raw = self.into_ending();
         // SAFETY: we own the bio and end it exactly once.
         unsafe {
             (*raw).bi_status = dm::RTHIN_BLK_STS_DM_REQUEUE;
@@ -263,6 +273,9 @@ impl OwnedBio {
 impl Drop for OwnedBio {
     fn drop(&mut self) {
         // Reached only if a path forgot the bio: end it rather than strand it.
+        if let Some(ctx) = self.per_bio() {
+            release_owner(ctx);
+        }
         // SAFETY: we own the bio and end it exactly once.
         unsafe {
             (*self.raw.as_ptr()).bi_status = dm::RTHIN_BLK_STS_IOERR;

@@ -40,7 +40,7 @@ pub(crate) enum Lane {
 /// The owner of a set of per-CPU lists: what the worker calls.
 pub(crate) trait Drain: Send + Sync + 'static {
     /// Processes a batch of bios from `lane` (in a worker, may sleep).
-    fn drain(&self, lane: Lane, bios: BioList);
+    fn drain(self: &Arc<Self>, lane: Lane, bios: BioList);
 }
 
 /// What a CPU's lock guards.
@@ -172,7 +172,10 @@ impl<T: Drain> CpuQueues<T> {
             return;
         }
         state.bios.push(bio);
-        drop(state);
+        // Queued before the list is unlocked: once it is, the bio may be
+        // drained and ended, and with it may go the last reference to the
+        // owner of these lists (a hooked bio's completion pushes from
+        // interrupt context, `bio/hook.rs`).
         Self::kick(wq, slot);
     }
 
@@ -282,7 +285,7 @@ pub(crate) mod selftest {
     }
 
     impl Drain for Collector {
-        fn drain(&self, lane: Lane, mut bios: BioList) {
+        fn drain(self: &Arc<Self>, lane: Lane, mut bios: BioList) {
             if lane != Lane::Deferred {
                 self.reordered.store(true, Ordering::Relaxed);
             }

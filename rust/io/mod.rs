@@ -67,6 +67,7 @@ use crate::{
         bio::{Bio, BioList, OwnedBio, Requeue},
         deferred::{CpuQueues, Drain, Lane},
         device::BdevHandle,
+        queue::IoQueue,
     },
     pool::{member::PoolMember, SharedPool, ThinCounters},
 };
@@ -317,13 +318,13 @@ impl PoolMember for ThinIo {
 }
 
 impl Requeue for ThinIo {
-    fn requeue_completed(&self, bio: OwnedBio) {
-        self.completed.push(&self.pool.wq, bio);
+    fn completion_lane(&self) -> (&CpuQueues<Self>, &IoQueue) {
+        (&self.completed, &self.pool.wq)
     }
 }
 
 impl Drain for ThinIo {
-    fn drain(&self, lane: Lane, mut bios: BioList) {
+    fn drain(self: &Arc<Self>, lane: Lane, mut bios: BioList) {
         while let Some(mut bio) = bios.pop() {
             match lane {
                 Lane::Deferred => self.process(bio),

@@ -4,7 +4,10 @@
 //! only once the block holds its data (on the completion lane).
 
 use core::sync::atomic::Ordering;
-use kernel::{prelude::*, sync::MutexGuard};
+use kernel::{
+    prelude::*,
+    sync::{Arc, MutexGuard},
+};
 
 use super::ThinIo;
 use crate::{
@@ -41,7 +44,7 @@ impl ThinIo {
     /// back on the completion lane when the block holds its data, and the
     /// mapping goes in then ([`Self::finish_provision`]).
     pub(super) fn provision(
-        &self,
+        self: &Arc<Self>,
         mut st: MutexGuard<'_, PoolState>,
         mut bio: OwnedBio,
         vblock: u64,

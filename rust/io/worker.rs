@@ -6,6 +6,7 @@
 use kernel::{
     alloc::flags::{__GFP_NOWARN, GFP_NOWAIT},
     prelude::*,
+    sync::Arc,
 };
 
 use super::ThinIo;
@@ -16,7 +17,7 @@ use crate::{
 };
 
 impl ThinIo {
-    pub(super) fn process(&self, mut bio: OwnedBio) {
+    pub(super) fn process(self: &Arc<Self>, mut bio: OwnedBio) {
         if bio.take_commit_then_finish() {
             match self.commit_for(true) {
                 Ok(()) => bio.finish(),
@@ -41,7 +42,7 @@ impl ThinIo {
 
     /// A read or write; `after_commit` once a provision for it committed to
     /// free space (see `PoolState::alloc_data_block`).
-    pub(super) fn process_rw(&self, bio: OwnedBio, dir: BioDir, after_commit: bool) {
+    pub(super) fn process_rw(self: &Arc<Self>, bio: OwnedBio, dir: BioDir, after_commit: bool) {
         let mut bio = bio;
         let sector = bio.view().sector();
         let vblock = self.geometry.block_of(sector);

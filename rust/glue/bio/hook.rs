@@ -3,14 +3,24 @@
 //! provision and its owner in dm's per-bio data ([`PerBio`]); its completion
 //! (a bio end or a kcopyd notify) hands it back to the owner's completion
 //! lane instead of ending it (`Documentation/io-path.md`, "Hook states").
+//!
+//! The per-bio data holds a reference to the owner (an `Arc`) from the hook
+//! until a worker takes the provision back ([`OwnedBio::take_provision`]) or
+//! the bio ends, so an owner cannot go while a bio may still come back to it.
+//! The completion only borrows it; a worker lets it go.
 
 use core::ptr::NonNull;
-use kernel::bindings;
+use kernel::{
+    bindings,
+    sync::{Arc, ArcBorrow},
+};
 
 use super::OwnedBio;
 use crate::glue::{
     bindings as dm,
+    deferred::{CpuQueues, Drain},
     inflight::{IoToken, IoTracker},
+    queue::IoQueue,
 };
 
 /// How a provision's new block gets its data.
@@ -39,11 +49,13 @@ pub(crate) struct Provision {
     pub(crate) fill: Fill,
 }
 
-/// Whoever gets a hooked bio back when its write completes.
-pub(crate) trait Requeue: Send + Sync + 'static {
-    /// Takes back a bio whose hooked write or kcopyd fill completed (may
-    /// run in interrupt context: only queue it).
-    fn requeue_completed(&self, bio: OwnedBio);
+/// Whoever gets a hooked bio back when its write or fill completes: the
+/// completion (in interrupt context) pushes the bio on the lists named here,
+/// whose worker then calls the owner's [`Drain::drain`].
+pub(crate) trait Requeue: Drain + Sized {
+    /// The per-CPU lists hooked bios come back on, and the queue of their
+    /// workers.
+    fn completion_lane(&self) -> (&CpuQueues<Self>, &IoQueue);
 }
 
 /// Where a deferred bio stands, in its per-bio data.
@@ -69,7 +81,11 @@ pub(crate) struct PerBio {
     provision: Provision,
     /// The kcopyd fill succeeded (an overwrite's result is the bio's status).
     fill_ok: bool,
-    owner: *const core::ffi::c_void,
+    /// While `Pending` or `Completed`: a reference to the owner, made by
+    /// `Arc::into_raw` and let go by `release_owner`.
+    pub(super) owner: *const core::ffi::c_void,
+    /// Drops the reference in `owner` (`drop_owner` of the owner's type).
+    release_owner: unsafe fn(*const core::ffi::c_void),
     saved_end_io: bindings::bio_end_io_t,
     /// The in-flight read side the bio holds while it may touch a data
     /// block (null: none), ended by the target's `end_io`.
@@ -127,7 +143,7 @@ enum HookEnd {
 /// # Safety
 /// `raw` is a bio dm lent to our map call with per-bio data, hooked by
 /// [`OwnedBio::submit_hooked`] (`end` is `Write`) or [`OwnedBio::into_fill_hook`]
-/// (`Fill`) with a live owner of type `T`, and its hooked I/O has just ended.
+/// (`Fill`) with an owner of type `T`, and its hooked I/O has just ended.
 unsafe fn hand_back<T: Requeue>(raw: *mut bindings::bio, end: HookEnd) {
     let Some(nn) = NonNull::new(raw) else {
         return;
@@ -151,20 +167,44 @@ unsafe fn hand_back<T: Requeue>(raw: *mut bindings::bio, end: HookEnd) {
             None
         }
     };
-    let owner = ctx.owner.cast::<T>();
     if let Some(end_io) = restore {
         // SAFETY: we own the bio again; `submit_hooked` saved dm's end_io.
         unsafe { (*nn.as_ptr()).bi_end_io = end_io };
     }
-    // SAFETY: per the contract; the owner outlives its in-flight bios.
-    unsafe { (*owner).requeue_completed(bio) };
+    // SAFETY: per the contract, `owner` holds a reference to a `T`, which
+    // the per-bio data keeps until a worker has taken the bio from the lists
+    // (`take_provision`) or ended it; `push` touches neither the owner nor
+    // its lists once the bio is on them.
+    let owner = unsafe { ArcBorrow::<T>::from_raw(ctx.owner.cast()) };
+    let (lists, wq) = owner.completion_lane();
+    lists.push(wq, bio);
+}
+
+/// Lets go of the owner reference a hook stored in the per-bio data.
+///
+/// # Safety
+/// `owner` came from `Arc::<T>::into_raw` and is let go once.
+unsafe fn drop_owner<T: Requeue>(owner: *const core::ffi::c_void) {
+    // SAFETY: per the contract.
+    drop(unsafe { Arc::<T>::from_raw(owner.cast()) });
+}
+
+/// Lets go of the owner reference of a bio whose hook came back (state
+/// `Completed`), if any; in process context only.
+pub(super) fn release_owner(ctx: &mut PerBio) {
+    if ctx.state == HookState::Completed && !ctx.owner.is_null() {
+        let owner = core::mem::take(&mut ctx.owner);
+        // SAFETY: a hook stored `owner` with its `release_owner` and nothing
+        // let it go yet (it is cleared here).
+        unsafe { (ctx.release_owner)(owner) };
+    }
 }
 
 /// The completion of a bio submitted by [`OwnedBio::submit_hooked`].
 ///
 /// # Safety
-/// Set only by `submit_hooked`, whose per-bio data names a live owner of
-/// type `T`.
+/// Set only by `submit_hooked`, whose per-bio data holds an owner of type
+/// `T`.
 unsafe extern "C" fn hooked_endio<T: Requeue>(raw: *mut bindings::bio) {
     // SAFETY: per the contract; the write ended.
     unsafe { hand_back::<T>(raw, HookEnd::Write) };
@@ -173,7 +213,7 @@ unsafe extern "C" fn hooked_endio<T: Requeue>(raw: *mut bindings::bio) {
 /// kcopyd's notify callback for a bio parked by [`OwnedBio::into_fill_hook`].
 ///
 /// # Safety
-/// `context` is that bio; its per-bio data names a live owner of type `T`.
+/// `context` is that bio; its per-bio data holds an owner of type `T`.
 unsafe extern "C" fn fill_done<T: Requeue>(
     read_err: kernel::ffi::c_int,
     write_err: kernel::ffi::c_ulong,
@@ -196,25 +236,26 @@ pub(crate) struct FillHook {
 }
 
 impl OwnedBio {
-    /// Records the provision and the owner in the per-bio data; `None` if
-    /// dm keeps no per-bio data for the bio.
-    fn hook<T: Requeue>(&mut self, owner: &T, provision: Provision) -> Option<&mut PerBio> {
+    /// Records the provision and a reference to the owner in the per-bio
+    /// data; `None` if dm keeps no per-bio data for the bio.
+    fn hook<T: Requeue>(&mut self, owner: &Arc<T>, provision: Provision) -> Option<&mut PerBio> {
         let ctx = self.per_bio()?;
         ctx.state = HookState::Pending;
         ctx.provision = provision;
         ctx.fill_ok = false;
-        ctx.owner = core::ptr::from_ref(owner).cast();
+        ctx.owner = Arc::into_raw(owner.clone()).cast();
+        ctx.release_owner = drop_owner::<T>;
         Some(ctx)
     }
 
     /// Submits a (remapped) bio that writes a whole new block, so that when
-    /// its write completes it comes back to `owner`
-    /// ([`Requeue::requeue_completed`]) instead of completing; the owner then
+    /// its write completes it comes back to `owner`'s
+    /// [`Requeue::completion_lane`] instead of completing; the owner then
     /// finds the provision with [`Self::take_provision`]. Hands the bio back
     /// if dm keeps no per-bio data for it.
     pub(crate) fn submit_hooked<T: Requeue>(
         mut self,
-        owner: &T,
+        owner: &Arc<T>,
         provision: Provision,
     ) -> Result<(), OwnedBio> {
         let raw = self.raw.as_ptr();
@@ -232,13 +273,13 @@ impl OwnedBio {
     }
 
     /// Parks the bio while kcopyd fills its new block: the returned hook's
-    /// callback hands it back to `owner` ([`Requeue::requeue_completed`])
+    /// callback hands it back to `owner`'s [`Requeue::completion_lane`]
     /// when the job ends; the owner finds the provision and the job's result
     /// with [`Self::take_provision`]. Hands the bio back if dm keeps no
     /// per-bio data for it.
     pub(crate) fn into_fill_hook<T: Requeue>(
         mut self,
-        owner: &T,
+        owner: &Arc<T>,
         provision: Provision,
     ) -> Result<FillHook, OwnedBio> {
         if self.hook(owner, provision).is_none() {
@@ -259,6 +300,7 @@ impl OwnedBio {
         if ctx.state != HookState::Completed {
             return None;
         }
+        release_owner(ctx);
         ctx.state = HookState::None;
         let ok = match ctx.provision.fill {
             Fill::Overwrite => written,
