@@ -75,7 +75,7 @@ run dmsetup suspend thin
 run dmsetup suspend pool
 run dmsetup load data --table "0 $((256 * 2048)) linear $data 0"
 run dmsetup resume data
-run dmsetup load pool --table "0 $((256 * 2048)) rthin-pool $meta /dev/mapper/data 128 0"
+run dmsetup load pool --table "$(pool_table $meta /dev/mapper/data $((256 * 2048)))"
 run dmsetup resume pool
 run dmsetup resume thin
 slots=$(counter pool pool mapping_cache_slots)

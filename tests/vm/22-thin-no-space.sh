@@ -66,7 +66,7 @@ case $status in *" rw "*) ;; *) fail "pool did not return to write mode: $status
 # error_if_no_space: fill the rest, then a new block fails with ENOSPC.
 run dmsetup suspend thin
 run dmsetup suspend pool
-run dmsetup load pool --table "0 8192 rthin-pool $meta /dev/mapper/data 128 0 1 error_if_no_space"
+run dmsetup load pool --table "$(pool_table $meta /dev/mapper/data 8192 error_if_no_space)"
 run dmsetup resume pool
 run dmsetup resume thin
 run dd if=/dev/urandom of=/dev/mapper/thin bs=64k seek=300 count=31 oflag=direct 2>/dev/null

@@ -35,7 +35,7 @@ run dmsetup suspend pool
 run dmsetup load data --table "0 8192 linear /dev/ram1 0"
 run dmsetup suspend data
 run dmsetup resume data
-run dmsetup load pool --table "0 8192 rthin-pool $meta /dev/mapper/data 128 0"
+run dmsetup load pool --table "$(pool_table $meta /dev/mapper/data 8192)"
 run dmsetup resume pool
 status=$(dmsetup status pool)
 echo "$status"

@@ -26,11 +26,11 @@ run dd if=/tmp/a of=/dev/mapper/thin bs=64k oflag=direct 2>/dev/null
 [ "$(used)" = 20/32 ] || fail "expected 20/32: $(dmsetup status pool)"
 
 # --- L69: 16 blocks < 32 recorded: resume fails, then the old length resumes.
-run dmsetup load pool --table "0 2048 rthin-pool $meta /dev/mapper/data 128 0"
+run dmsetup load pool --table "$(pool_table $meta /dev/mapper/data 2048)"
 run dmsetup suspend pool
 expect_error "Invalid argument" dmsetup resume pool
 expect_dmesg "pool target (16 blocks) too small: expected 32"
-run dmsetup load pool --table "0 4096 rthin-pool $meta /dev/mapper/data 128 0"
+run dmsetup load pool --table "$(pool_table $meta /dev/mapper/data 4096)"
 run dmsetup resume pool
 [ "$(used)" = 20/32 ] || fail "L69: after the failed shrink: $(dmsetup status pool)"
 got=$(dd if=/dev/mapper/thin bs=64k count=20 iflag=direct 2>/dev/null | md5sum)

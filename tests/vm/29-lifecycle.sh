@@ -27,7 +27,7 @@ run dmsetup remove pool
 
 # --- B15: a pool object that has not been resumed yet.
 run dmsetup create pool --notable
-run dmsetup load pool --table "0 $size rthin-pool $meta $data 128 0"
+run dmsetup load pool --table "$(pool_table $meta $data $size)"
 # (by number: without udev, libdevmapper makes the node only at resume)
 pool_dev=$(dmsetup info -c --noheadings -o major,minor pool | tr -d ' ')
 expect_error "Invalid argument" dmsetup create thin --table "0 2048 rthin $pool_dev 1"
