@@ -55,7 +55,7 @@ echo "deferred reads over all 1024 blocks: $((d3 - d2))"
 [ $((d3 - d2)) -le 12 ] || fail "$((d3 - d2)) of 1024 first touches were deferred (expected one per leaf)"
 # A reload of the thin alone (lvchange --refresh) keeps what is cached.
 run dmsetup suspend thin
-run dmsetup load thin --table "0 $vol rthin /dev/mapper/pool 1"
+run dmsetup load thin --table "$(thin_table pool 1 $vol)"
 run dmsetup resume thin
 read_blocks /dev/mapper/thin 0 1024
 d4=$(deferred thin)

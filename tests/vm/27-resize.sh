@@ -66,12 +66,12 @@ thin_before=$(dmsetup status thin)
 pool_before=$(used)
 want=$(dd if=/dev/mapper/thin bs=64k skip=100 count=24 iflag=direct 2>/dev/null | md5sum)
 echo "before: $thin_before / $pool_before"
-swap_table thin "0 $((50 * 128)) $THIN_T /dev/mapper/pool 1"
+swap_table thin "$(thin_table pool 1 $((50 * 128)))"
 s=$(dmsetup status thin)
 echo "shrunk: $s"
 [ "$s" = "0 $((50 * 128)) rthin ${thin_before#* * * }" ] || fail "E37: shrunk thin status '$s', before '$thin_before'"
 [ "$(used)" = "$pool_before" ] || fail "E37: pool usage changed: $(used)"
-swap_table thin "0 131072 $THIN_T /dev/mapper/pool 1"
+swap_table thin "$(thin_table pool 1 131072)"
 [ "$(dmsetup status thin)" = "$thin_before" ] || fail "E37: regrown thin status '$(dmsetup status thin)'"
 got=$(dd if=/dev/mapper/thin bs=64k skip=100 count=24 iflag=direct 2>/dev/null | md5sum)
 [ "$got" = "$want" ] || fail "E37: data past the shrunk end did not come back"

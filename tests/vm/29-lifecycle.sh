@@ -39,7 +39,7 @@ echo "B15 ok"
 
 # --- B16: a second device for thin 1, and an inactive table for it.
 mkthin thin_b pool 1 131072
-run dmsetup load thin_b --table "0 65536 rthin /dev/mapper/pool 1"
+run dmsetup load thin_b --table "$(thin_table pool 1 65536)"
 run dmsetup resume thin_b
 [ "$(dmsetup table thin_b | cut -d' ' -f2)" = 65536 ] || fail "B16: the reloaded table is not live"
 run dd if=/dev/urandom of=/tmp/a bs=64k count=4 2>/dev/null
