@@ -55,7 +55,7 @@ echo "deferred reads over all 1024 blocks: $((d3 - d2))"
 [ $((d3 - d2)) -le 12 ] || fail "$((d3 - d2)) of 1024 first touches were deferred (expected one per leaf)"
 # A reload of the thin alone (lvchange --refresh) keeps what is cached.
 run dmsetup suspend thin
-run dmsetup load thin --table "0 $vol rthin /dev/mapper/pool 1"
+run dmsetup load thin --table "$(thin_table pool 1 $vol)"
 run dmsetup resume thin
 read_blocks /dev/mapper/thin 0 1024
 d4=$(deferred thin)
@@ -75,7 +75,7 @@ run dmsetup suspend thin
 run dmsetup suspend pool
 run dmsetup load data --table "0 $((256 * 2048)) linear $data 0"
 run dmsetup resume data
-run dmsetup load pool --table "0 $((256 * 2048)) rthin-pool $meta /dev/mapper/data 128 0"
+run dmsetup load pool --table "$(pool_table $meta /dev/mapper/data $((256 * 2048)))"
 run dmsetup resume pool
 run dmsetup resume thin
 slots=$(counter pool pool mapping_cache_slots)

@@ -66,7 +66,7 @@ counter() { echo "$counters" | awk -v k="$1" '$1 == k { print $2 }'; }
 grep -q '^commits ' $stats/pool || fail "no pool counters"
 # A live reload of the thin (as lvextend does) builds the new table while the
 # old one holds the device's counters file: the counters go on across it.
-run dmsetup reload thin --table "0 $size rthin /dev/mapper/pool 1"
+run dmsetup reload thin --table "$(thin_table pool 1 $size)"
 run dmsetup resume thin
 counters=$(cat $stats/$thin_dev) || fail "the counters file went with the reload"
 [ "$(counter provisioned)" = 17 ] || fail "the counters restarted at the reload: $counters"

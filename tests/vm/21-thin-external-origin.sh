@@ -5,6 +5,7 @@
 # the origin itself is never written. The table line names the origin.
 . /rthin/tests/lib.sh
 
+use_impl rthin
 meta=/dev/ram0 data=/dev/ram1
 size=$(sectors $data)
 wipe $meta
@@ -12,7 +13,7 @@ run dd if=/dev/urandom of=/dev/ram2 bs=1M count=8 2>/dev/null
 # The origin ends 32 KiB into block 96 (64 KiB blocks).
 osize=$((96 * 128 + 64))
 run dmsetup create origin --table "0 $osize linear /dev/ram2 0"
-run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
+openpool pool $meta $data $size
 run dmsetup message pool 0 "create_thin 1"
 vol=$((16 * 2048))
 run dmsetup create thin --table "0 $vol rthin /dev/mapper/pool 1 /dev/mapper/origin"

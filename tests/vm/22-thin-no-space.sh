@@ -7,6 +7,7 @@
 # for) mark the low-water mark and each mode change. thin_check at the end.
 . /rthin/tests/lib.sh
 
+use_impl rthin
 meta=/dev/ram0
 wipe $meta
 # 2 MiB of data: 32 blocks of 64 KiB, on a linear device we can grow.
@@ -14,7 +15,7 @@ run dmsetup create data --table "0 4096 linear /dev/ram1 0"
 # Low-water mark: 4 free blocks.
 run dmsetup create pool --table "0 4096 rthin-pool $meta /dev/mapper/data 128 4"
 run dmsetup message pool 0 "create_thin 1"
-run dmsetup create thin --table "0 131072 rthin /dev/mapper/pool 1"
+mkthin thin pool 1 131072
 events() { dmsetup info -c --noheadings -o events pool | tr -d ' '; }
 ev0=$(events)
 run dd if=/dev/urandom of=/dev/mapper/thin bs=64k count=27 oflag=direct 2>/dev/null
@@ -65,7 +66,7 @@ case $status in *" rw "*) ;; *) fail "pool did not return to write mode: $status
 # error_if_no_space: fill the rest, then a new block fails with ENOSPC.
 run dmsetup suspend thin
 run dmsetup suspend pool
-run dmsetup load pool --table "0 8192 rthin-pool $meta /dev/mapper/data 128 0 1 error_if_no_space"
+run dmsetup load pool --table "$(pool_table $meta /dev/mapper/data 8192 error_if_no_space)"
 run dmsetup resume pool
 run dmsetup resume thin
 run dd if=/dev/urandom of=/dev/mapper/thin bs=64k seek=300 count=31 oflag=direct 2>/dev/null

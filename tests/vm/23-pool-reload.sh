@@ -6,13 +6,14 @@
 # metadata space map, a shrunk one is refused.
 . /rthin/tests/lib.sh
 
+use_impl rthin
 meta=/dev/ram0 data=/dev/ram1
 size=$(sectors $data)
 wipe $meta
 run dd if=/dev/urandom of=$data bs=1M count=4 2>/dev/null
-run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
+openpool pool $meta $data $size
 run dmsetup message pool 0 "create_thin 1"
-run dmsetup create thin --table "0 $size rthin /dev/mapper/pool 1"
+mkthin thin pool 1 $size
 
 # Block size 256 on reload: accepted, ignored.
 run dmsetup load pool --table "0 $size rthin-pool $meta $data 256 0"
@@ -28,9 +29,7 @@ expect_dmesg "Discard support cannot be disabled once enabled"
 
 # skip_block_zeroing on reload applies to the active thin: the rest of a
 # block provisioned by a 4 KiB write shows the data device's old bytes.
-run dmsetup load pool --table "0 $size rthin-pool $meta $data 128 0 1 skip_block_zeroing"
-run dmsetup suspend pool
-run dmsetup resume pool
+reload_pool pool $meta $data $size skip_block_zeroing
 run dd if=/dev/urandom of=/tmp/small bs=4k count=1 2>/dev/null
 run dd if=/tmp/small of=/dev/mapper/thin bs=4k seek=$((7 * 16)) oflag=direct 2>/dev/null
 # The waker commits within a second or two: wait for the mapping on disk
@@ -57,7 +56,7 @@ run thin_check $meta
 # Metadata on a 4 MiB linear device (1024 blocks), grown to 8 MiB.
 wipe $meta
 run dmsetup create meta --table "0 8192 linear $meta 0"
-run dmsetup create pool --table "0 $size rthin-pool /dev/mapper/meta $data 128 0"
+openpool pool /dev/mapper/meta $data $size
 run dmsetup message pool 0 "create_thin 1"
 case $(dmsetup status pool) in *"/1024 "*) ;; *) fail "expected 1024 metadata blocks: $(dmsetup status pool)" ;; esac
 run dmsetup suspend pool

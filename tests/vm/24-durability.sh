@@ -138,7 +138,7 @@ cut
 reload_rounds=0 reload_ok=0
 v=40
 while [ $v -lt 50 ]; do
-	run dmsetup reload thin --table "0 131072 rthin /dev/mapper/pool 9"
+	run dmsetup reload thin --table "$(thin_table pool 9 131072)"
 	run dd if=/tmp/p of=/dev/mapper/thin bs=4k seek=$((v * 16)) count=1 oflag=direct 2>/dev/null
 	run dmsetup suspend thin
 	run dmsetup resume thin

@@ -20,7 +20,7 @@ scenario() {
 	run dmsetup create fdc-meta --table \
 		"0 $META_SECTORS delay /dev/ram0 0 0 /dev/ram0 0 $DELAY_MS"
 	data=/dev/ram1
-	run dmsetup create fdc-pool --table "0 $(sectors $data) $POOL_T /dev/mapper/fdc-meta $data 128 0"
+	openpool fdc-pool /dev/mapper/fdc-meta $data "$(sectors $data)"
 	run dmsetup message fdc-pool 0 "create_thin 9"
 	mkthin fdc-thin fdc-pool 9 131072
 	thin=/dev/mapper/fdc-thin

@@ -41,7 +41,7 @@ setup() {
 	run dmsetup create ifr-data --table \
 		"0 $(sectors /dev/ram1) delay /dev/ram1 0 $READ_DELAY_MS /dev/ram1 0 0"
 	# Four data blocks of 64 KiB.
-	run dmsetup create ifr-pool --table "0 512 $POOL_T /dev/ram0 /dev/mapper/ifr-data 128 0"
+	openpool ifr-pool /dev/ram0 /dev/mapper/ifr-data 512
 	run dmsetup message ifr-pool 0 "create_thin 1"
 	mkthin ifr-thin ifr-pool 1 4096
 	thin=/dev/mapper/ifr-thin

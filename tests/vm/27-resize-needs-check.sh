@@ -4,22 +4,21 @@
 # comes from a metadata write error (dm-flakey under the metadata device).
 . /rthin/tests/lib.sh
 
+use_impl rthin
 modprobe dm-flakey || fail "modprobe dm-flakey"
 msize=$(sectors /dev/ram0)
 meta=/dev/mapper/fmeta
 wipe /dev/ram0
 run dmsetup create fmeta --table "0 $msize flakey /dev/ram0 0 1 0"
 run dmsetup create data --table "0 4096 linear /dev/ram1 0"
-run dmsetup create pool --table "0 4096 rthin-pool $meta /dev/mapper/data 128 0"
+openpool pool $meta /dev/mapper/data 4096
 run dmsetup message pool 0 "create_thin 1"
-run dmsetup create thin --table "0 65536 rthin /dev/mapper/pool 1"
+mkthin thin pool 1 65536
 run dd if=/dev/zero of=/dev/mapper/thin bs=64k count=1 oflag=direct 2>/dev/null
 run dmsetup status pool >/dev/null # commits
 # Metadata writes fail: the next commit fails and sets needs_check.
 flakey() {
-	run dmsetup load fmeta --table "$1"
-	run dmsetup suspend fmeta
-	run dmsetup resume fmeta
+	swap_table fmeta "$1"
 }
 flakey "0 $msize flakey /dev/ram0 0 0 1 1 error_writes"
 dd if=/dev/zero of=/dev/mapper/thin bs=64k seek=5 count=1 oflag=direct 2>/dev/null
@@ -27,7 +26,7 @@ dmsetup status pool >/dev/null
 flakey "0 $msize flakey /dev/ram0 0 1 0"
 run dmsetup remove thin
 run dmsetup remove pool
-run dmsetup create pool --table "0 4096 rthin-pool $meta /dev/mapper/data 128 0"
+openpool pool $meta /dev/mapper/data 4096
 status=$(dmsetup status pool)
 echo "$status"
 case $status in *"/32 "*" ro "*" needs_check "*) ;; *) fail "expected ro needs_check with 32 blocks: $status" ;; esac
@@ -36,7 +35,7 @@ run dmsetup suspend pool
 run dmsetup load data --table "0 8192 linear /dev/ram1 0"
 run dmsetup suspend data
 run dmsetup resume data
-run dmsetup load pool --table "0 8192 rthin-pool $meta /dev/mapper/data 128 0"
+run dmsetup load pool --table "$(pool_table $meta /dev/mapper/data 8192)"
 run dmsetup resume pool
 status=$(dmsetup status pool)
 echo "$status"

@@ -26,11 +26,11 @@ run dd if=/tmp/a of=/dev/mapper/thin bs=64k oflag=direct 2>/dev/null
 [ "$(used)" = 20/32 ] || fail "expected 20/32: $(dmsetup status pool)"
 
 # --- L69: 16 blocks < 32 recorded: resume fails, then the old length resumes.
-run dmsetup load pool --table "0 2048 rthin-pool $meta /dev/mapper/data 128 0"
+run dmsetup load pool --table "$(pool_table $meta /dev/mapper/data 2048)"
 run dmsetup suspend pool
 expect_error "Invalid argument" dmsetup resume pool
 expect_dmesg "pool target (16 blocks) too small: expected 32"
-run dmsetup load pool --table "0 4096 rthin-pool $meta /dev/mapper/data 128 0"
+run dmsetup load pool --table "$(pool_table $meta /dev/mapper/data 4096)"
 run dmsetup resume pool
 [ "$(used)" = 20/32 ] || fail "L69: after the failed shrink: $(dmsetup status pool)"
 got=$(dd if=/dev/mapper/thin bs=64k count=20 iflag=direct 2>/dev/null | md5sum)
@@ -66,12 +66,12 @@ thin_before=$(dmsetup status thin)
 pool_before=$(used)
 want=$(dd if=/dev/mapper/thin bs=64k skip=100 count=24 iflag=direct 2>/dev/null | md5sum)
 echo "before: $thin_before / $pool_before"
-swap_table thin "0 $((50 * 128)) $THIN_T /dev/mapper/pool 1"
+swap_table thin "$(thin_table pool 1 $((50 * 128)))"
 s=$(dmsetup status thin)
 echo "shrunk: $s"
 [ "$s" = "0 $((50 * 128)) rthin ${thin_before#* * * }" ] || fail "E37: shrunk thin status '$s', before '$thin_before'"
 [ "$(used)" = "$pool_before" ] || fail "E37: pool usage changed: $(used)"
-swap_table thin "0 131072 $THIN_T /dev/mapper/pool 1"
+swap_table thin "$(thin_table pool 1 131072)"
 [ "$(dmsetup status thin)" = "$thin_before" ] || fail "E37: regrown thin status '$(dmsetup status thin)'"
 got=$(dd if=/dev/mapper/thin bs=64k skip=100 count=24 iflag=direct 2>/dev/null | md5sum)
 [ "$got" = "$want" ] || fail "E37: data past the shrunk end did not come back"

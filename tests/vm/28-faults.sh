@@ -9,6 +9,7 @@
 # harness checks it).
 . /rthin/tests/lib.sh
 
+use_impl rthin
 modprobe dm-flakey || fail "modprobe dm-flakey"
 data=/dev/ram1
 size=$(sectors $data)
@@ -28,17 +29,15 @@ fault() {
 	else
 		t="0 $msize flakey /dev/ram0 0 0 1 $# $*"
 	fi
-	run dmsetup load fmeta --table "$t"
-	run dmsetup suspend fmeta
-	run dmsetup resume fmeta
+	swap_table fmeta "$t"
 }
 meta=/dev/mapper/fmeta
 setup() {
 	wipe /dev/ram0
 	run dmsetup create fmeta --table "0 $msize flakey /dev/ram0 0 1 0"
-	run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
+	openpool pool $meta $data $size
 	run dmsetup message pool 0 "create_thin 1"
-	run dmsetup create thin --table "0 131072 rthin /dev/mapper/pool 1"
+	mkthin thin pool 1 131072
 	run dd if=/dev/urandom of=/tmp/a bs=64k count=4 2>/dev/null
 	run dd if=/tmp/a of=/dev/mapper/thin bs=64k oflag=direct 2>/dev/null
 	run dmsetup status pool >/dev/null # commits
@@ -71,18 +70,18 @@ got=$(dd if=/dev/mapper/thin bs=64k count=2 iflag=direct 2>/dev/null | md5sum)
 fault
 run dmsetup remove thin
 run dmsetup remove pool
-run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
+openpool pool $meta $data $size
 s=$(dmsetup status pool)
 echo "reactivated: $s"
 case $s in *" ro "*" needs_check "*) ;; *) bad "J63: reactivation after the fault: $s" ;; esac
 run dmsetup remove pool
 run dmsetup remove fmeta
 thin_check --clear-needs-check-flag /dev/ram0 || bad "J63: thin_check --clear-needs-check-flag failed"
-run dmsetup create pool --table "0 $size rthin-pool /dev/ram0 $data 128 0"
+openpool pool /dev/ram0 $data $size
 s=$(dmsetup status pool)
 echo "after thin_check --clear-needs-check-flag: $s"
 case $s in *" rw "*" - "*) ;; *) bad "J63: after clearing needs_check: $s" ;; esac
-run dmsetup create thin --table "0 131072 rthin /dev/mapper/pool 1"
+mkthin thin pool 1 131072
 # Blocks 0-3 as committed, with block 2 rewritten (from /tmp/a's block 0)
 # in read-only mode.
 cp /tmp/a /tmp/a2

@@ -8,6 +8,7 @@
 # which hold the object while they run, were stopped by its last user.
 . /rthin/tests/lib.sh
 
+use_impl rthin
 meta=/dev/ram0 data=/dev/ram1
 size=$(sectors $data)
 wipe $meta
@@ -20,25 +21,25 @@ bad() {
 word() { dmsetup status "$1" | awk -v n="$2" '{ print $n }'; }
 
 # Metadata with thin 1 in it.
-run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
+openpool pool $meta $data $size
 run dmsetup message pool 0 "create_thin 1"
 run dmsetup remove pool
 
 # --- B15: a pool object that has not been resumed yet.
 run dmsetup create pool --notable
-run dmsetup load pool --table "0 $size rthin-pool $meta $data 128 0"
+run dmsetup load pool --table "$(pool_table $meta $data $size)"
 # (by number: without udev, libdevmapper makes the node only at resume)
 pool_dev=$(dmsetup info -c --noheadings -o major,minor pool | tr -d ' ')
 expect_error "Invalid argument" dmsetup create thin --table "0 2048 rthin $pool_dev 1"
 expect_dmesg "Unable to activate thin device while pool is suspended"
 dmsetup remove thin 2>/dev/null
 run dmsetup resume pool
-run dmsetup create thin --table "0 131072 rthin /dev/mapper/pool 1"
+mkthin thin pool 1 131072
 echo "B15 ok"
 
 # --- B16: a second device for thin 1, and an inactive table for it.
-run dmsetup create thin_b --table "0 131072 rthin /dev/mapper/pool 1"
-run dmsetup load thin_b --table "0 65536 rthin /dev/mapper/pool 1"
+mkthin thin_b pool 1 131072
+run dmsetup load thin_b --table "$(thin_table pool 1 65536)"
 run dmsetup resume thin_b
 [ "$(dmsetup table thin_b | cut -d' ' -f2)" = 65536 ] || fail "B16: the reloaded table is not live"
 run dd if=/dev/urandom of=/tmp/a bs=64k count=4 2>/dev/null
@@ -50,9 +51,7 @@ echo "B16 ok"
 
 # --- J65: read_only reload.
 run dd if=/dev/mapper/thin of=/dev/null bs=64k count=16 iflag=direct 2>/dev/null
-run dmsetup load pool --table "0 $size rthin-pool $meta $data 128 0 1 read_only"
-run dmsetup suspend pool
-run dmsetup resume pool
+reload_pool pool $meta $data $size read_only
 [ "$(word pool 8)" = ro ] || fail "J65: not ro: $(dmsetup status pool)"
 used=$(word pool 6)
 if out=$(dd if=/tmp/a of=/dev/mapper/thin bs=4k count=1 seek=$((30 * 16)) oflag=direct 2>&1); then
@@ -73,9 +72,7 @@ got=$(dd if=/dev/mapper/thin bs=64k skip=30 count=1 iflag=direct 2>/dev/null | m
 [ "$(word pool 6)" = "$used" ] || bad "J65: data usage changed in read_only: $used -> $(word pool 6)"
 [ "$(word thin 4)" = $((4 * 128)) ] || bad "J65: thin status $(dmsetup status thin)"
 # Back to rw: provisioning works again.
-run dmsetup load pool --table "0 $size rthin-pool $meta $data 128 0"
-run dmsetup suspend pool
-run dmsetup resume pool
+reload_pool pool $meta $data $size
 [ "$(word pool 8)" = rw ] || fail "J65: not back to rw: $(dmsetup status pool)"
 run dd if=/tmp/a of=/dev/mapper/thin bs=4k count=1 seek=$((30 * 16)) oflag=direct 2>/dev/null
 echo "J65 done"
@@ -91,15 +88,14 @@ run thin_check $meta
 
 # --- D29: discard features in status word 9 (field 6 of the pool's INFO).
 for f in ignore_discard no_discard_passdown; do
-	wipe $meta
-	run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0 1 $f"
+	mkpool pool $meta $data $size $f
 	s=$(dmsetup status pool)
 	echo "$f: $s"
 	[ "$(word pool 9)" = $f ] || bad "D29: status with $f: $s"
 	[ "$(dmsetup table pool)" = "0 $size rthin-pool 1:0 1:1 128 0 1 $f " ] || bad "D29: table with $f: $(dmsetup table pool)"
 	if [ $f = ignore_discard ]; then
 		run dmsetup message pool 0 "create_thin 1"
-		run dmsetup create thin --table "0 131072 rthin /dev/mapper/pool 1"
+		mkthin thin pool 1 131072
 		thin_q=/sys/block/dm-$(dmsetup info -c --noheadings -o minor thin | tr -d ' ')/queue
 		[ "$(cat $thin_q/discard_max_bytes)" = 0 ] || bad "H50: ignore_discard thin discard_max_bytes $(cat $thin_q/discard_max_bytes)"
 		if out=$(blkdiscard /dev/mapper/thin 2>&1); then

@@ -33,7 +33,7 @@ snapshot_mem() { echo "$(meminfo MemAvailable) $(meminfo Slab) $(meminfo Vmalloc
 activate() {
 	local i spec before after t0
 	use_impl "$1"
-	run dmsetup create pool --table "0 $(sectors $data) $POOL_T $meta $data 128 0"
+	openpool pool $meta $data "$(sectors $data)"
 	spec=
 	i=1
 	while [ $i -le $N ]; do

@@ -83,7 +83,7 @@ build() {
 	wipe $META
 	run dmsetup create lpool --table "0 $len $POOL_T $META $data $bs 0$feat"
 	run dmsetup message lpool 0 "create_thin 1"
-	run dmsetup create lthin --table "0 $THIN_LEN $THIN_T /dev/mapper/lpool 1"
+	mkthin lthin lpool 1 $THIN_LEN
 	{
 		dm_queue lpool && queue_files pool "$Q"
 		dm_queue lthin && queue_files thin "$Q"

@@ -17,18 +17,16 @@ size=$(sectors $data)
 # flakey_meta up|down: the metadata device works, or fails every read and write.
 flakey_meta() {
 	if [ "$1" = up ]; then
-		run dmsetup load fmeta --table "0 $msize flakey /dev/ram0 0 1 0"
+		swap_table fmeta "0 $msize flakey /dev/ram0 0 1 0"
 	else
-		run dmsetup load fmeta --table "0 $msize flakey /dev/ram0 0 0 1 2 error_reads error_writes"
+		swap_table fmeta "0 $msize flakey /dev/ram0 0 0 1 2 error_reads error_writes"
 	fi
-	run dmsetup suspend fmeta
-	run dmsetup resume fmeta
 }
 
 fail_mode() {
 	wipe /dev/ram0
 	run dmsetup create fmeta --table "0 $msize flakey /dev/ram0 0 1 0"
-	run dmsetup create fpool --table "0 $size $POOL_T /dev/mapper/fmeta $data 128 0"
+	openpool fpool /dev/mapper/fmeta $data $size
 	run dmsetup message fpool 0 "create_thin 1"
 	mkthin fthin fpool 1 131072
 	run dd if=/dev/urandom of=/dev/mapper/fthin bs=64k count=4 oflag=direct 2>/dev/null

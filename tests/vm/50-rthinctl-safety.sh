@@ -66,7 +66,7 @@ owned_case() {
 	local size
 	size=$(sectors $data)
 	wipe $meta
-	run dmsetup create --uuid stratis-1-0123-thinpool-pool stpool --table "0 $size $POOL_T $meta $data 128 0"
+	run dmsetup create --uuid stratis-1-0123-thinpool-pool stpool --table "$(pool_table $meta $data $size)"
 	expect_rc 1 "belongs to Stratis" rthinctl create-thin stpool 1
 	expect_rc 1 "stratis filesystem create" rthinctl create-thin stpool --id 1
 	expect_rc 1 "belongs to Stratis" rthinctl message stpool create_thin 1

@@ -5,10 +5,11 @@
 # thin_dump of the deactivated metadata).
 . /rthin/tests/lib.sh
 
+use_impl rthin
 meta=/dev/ram0 data=/dev/ram1
 wipe $meta
 size=$(sectors $data)
-run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
+openpool pool $meta $data $size
 
 # Metadata blocks: 256 MiB / 4 KiB; reserve min(4096, T/10); low water min(1024, T/4).
 T=65536 D=$((size / 128))
@@ -60,7 +61,7 @@ expect_dmesg "Deletion of thin device 5 failed."
 run msg "delete 16777215"
 expect_error "No data available" msg "delete 16777215"
 # An active thin cannot be deleted.
-run dmsetup create thin2 --table "0 2048 rthin /dev/mapper/pool 2"
+mkthin thin2 pool 2 2048
 expect_error "Device or resource busy" msg "delete 2"
 expect_dmesg "Deletion of thin device 2 failed."
 ts=$(dmsetup status thin2 | cut -d' ' -f4-)
@@ -97,7 +98,7 @@ expect_dmesg "Pool metadata snapshot already exists: release this before taking 
 expect_error "Invalid argument" msg "reserve_metadata_snap 1"
 # The held root survives deactivation.
 run dmsetup remove pool
-run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
+openpool pool $meta $data $size
 s=$(status)
 [ "$(echo "$s" | cut -d' ' -f4)" = "$held" ] || fail "held root lost over reactivation: $s"
 [ "${s%% *}" = 7 ] || fail "transaction id lost over reactivation: $s"
@@ -107,7 +108,7 @@ s=$(status)
 expect_error "Invalid argument" msg "release_metadata_snap"
 
 # Thin TABLE, and INFO of the snapshot.
-run dmsetup create thin1 --table "0 2048 rthin /dev/mapper/pool 1"
+mkthin thin1 pool 1 2048
 pool_dev=$(dmsetup info -c --noheadings -o major,minor pool | tr -d ' ')
 [ "$(dmsetup table thin1)" = "0 2048 rthin $pool_dev 1" ] || fail "thin table: $(dmsetup table thin1)"
 [ "$(dmsetup status thin1 | cut -d' ' -f4-)" = "0 -" ] || fail "thin1 status"

@@ -5,6 +5,7 @@
 # reads writes nothing; a damaged superblock is refused, not reformatted.
 . /rthin/tests/lib.sh
 
+use_impl rthin
 meta=/dev/ram0 data=/dev/ram1
 wipe $meta
 size=$(sectors $data)
@@ -19,7 +20,7 @@ zero=$(dd if=/dev/zero bs=1M count=1 2>/dev/null | md5sum)
 [ "$(dd if=$meta bs=1M count=1 iflag=direct 2>/dev/null | md5sum)" = "$zero" ] ||
 	fail "a read_only load wrote to the zeroed metadata device"
 
-run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
+openpool pool $meta $data $size
 run dmsetup message pool 0 "create_thin 1"
 
 # Suspended pool: no new thin.
@@ -30,12 +31,10 @@ dmsetup remove thin 2>/dev/null
 s=$(dmsetup status --noflush pool | cut -d' ' -f4-)
 case $s in "0 "*" rw discard_passdown queue_if_no_space - 1024 ") ;; *) fail "suspended status '$s'" ;; esac
 run dmsetup resume pool
-run dmsetup create thin --table "0 2048 rthin /dev/mapper/pool 1"
+mkthin thin pool 1 2048
 
 # Reload with read_only: same pool object (the thin keeps working), mode ro.
-run dmsetup load pool --table "0 $size rthin-pool $meta $data 128 0 1 read_only"
-run dmsetup suspend pool
-run dmsetup resume pool
+reload_pool pool $meta $data $size read_only
 s=$(info pool)
 echo "read-only: $s"
 case $s in "0 "*" - ro discard_passdown queue_if_no_space - 1024 ") ;; *) fail "read-only status '$s'" ;; esac
@@ -48,9 +47,7 @@ expect_error "Operation not supported" dmsetup message pool 0 "frobnicate"
 [ "$(info thin)" = "0 -" ] || fail "thin status under read-only pool: $(info thin)"
 
 # Back to write mode with a reload without read_only.
-run dmsetup load pool --table "0 $size rthin-pool $meta $data 128 0"
-run dmsetup suspend pool
-run dmsetup resume pool
+reload_pool pool $meta $data $size
 case $(info pool) in *" rw "*) ;; *) fail "not back to rw: $(info pool)" ;; esac
 run dmsetup message pool 0 "create_thin 2"
 # A reload cannot switch devices.
@@ -64,8 +61,8 @@ run thin_check $meta
 # device is byte-identical afterwards.
 md5meta() { dd if=$meta bs=1M iflag=direct 2>/dev/null | md5sum; }
 before=$(md5meta)
-run dmsetup create pool --table "0 $size rthin-pool $meta $data 128 0"
-run dmsetup create thin --table "0 2048 rthin /dev/mapper/pool 1"
+openpool pool $meta $data $size
+mkthin thin pool 1 2048
 run dd if=/dev/mapper/thin of=/dev/null bs=64k count=16 iflag=direct 2>/dev/null
 run dmsetup status pool >/dev/null
 run dmsetup status thin >/dev/null

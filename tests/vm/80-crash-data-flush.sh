@@ -24,7 +24,7 @@ cut_and_check() {
 	fill $DATA 64 132
 	fill $REPLAY 64 132
 	run dmsetup create dlw --table "0 $LEN log-writes $DATA $LOG"
-	run dmsetup create pool --table "0 $LEN $POOL_T $META /dev/mapper/dlw 128 0"
+	openpool pool $META /dev/mapper/dlw $LEN
 	run dmsetup message pool 0 "create_thin 1"
 	mkthin thin pool 1 32768
 	run dd if=/tmp/w of=/dev/mapper/thin bs=4k seek=1 oflag=direct 2>/dev/null
@@ -45,7 +45,7 @@ cut_and_check() {
 	[ -n "$flush" ] && run rthin-crashtest replay $LOG $REPLAY --from 0 --to "$flush"
 	run dd if=/tmp/meta.img of=$META bs=1M conv=fsync 2>/dev/null
 	thin_dump $META | grep -q 'data_block=' || fail "$IMPL: the commit did not map the block"
-	run dmsetup create pool --table "0 $LEN $POOL_T $META $REPLAY 128 0"
+	openpool pool $META $REPLAY $LEN
 	mkthin thin pool 1 32768
 	run dd if=/dev/mapper/thin of=/tmp/got bs=64k count=1 iflag=direct 2>/dev/null
 	stale=$(tr -cd 'Z' </tmp/got | wc -c)

@@ -31,10 +31,10 @@ for impl in rthin c; do
 	wipe /dev/mapper/meta_$impl
 	data=/dev/ram1
 	[ $impl = c ] && data=/dev/ram2
-	run dmsetup create pool_$impl --table "0 $len $POOL_T /dev/mapper/meta_$impl $data 128 0"
+	openpool pool_$impl /dev/mapper/meta_$impl $data $len
 	run dmsetup message pool_$impl 0 "create_thin 1"
 	run dmsetup message pool_$impl 0 "create_thin 2"
-	run dmsetup create live_$impl --table "0 2048 $THIN_T /dev/mapper/pool_$impl 1"
+	mkthin live_$impl pool_$impl 1 2048
 done
 
 # The inputs, one a line: KIND WORDS... with @ placeholders filled in per

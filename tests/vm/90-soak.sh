@@ -31,7 +31,6 @@ MB=2048 # sectors
 POOL_SECTORS=$((${SOAK_POOL_MIB:-512} * MB))
 [ "$(sectors $data)" -ge $POOL_SECTORS ] || POOL_SECTORS=$(sectors $data)
 THIN_MIB=48 # 0-16 MiB fio (two 8 MiB jobs), 16-48 MiB discard scratch
-table="0 $POOL_SECTORS $POOL_T $meta $data 128 0 1 error_if_no_space"
 RANDOM=${SOAK_SEED:-$$}
 echo "soak: $SECONDS_WANTED s on $POOL_T, data $data ($((POOL_SECTORS / MB)) MiB), seed ${SOAK_SEED:-$$}"
 
@@ -142,9 +141,7 @@ churn() {
 		run dmsetup resume pool
 		;;
 	5)
-		run dmsetup reload pool --table "$table"
-		run dmsetup suspend pool
-		run dmsetup resume pool
+		reload_pool pool $meta $data $POOL_SECTORS error_if_no_space
 		n_reload=$((n_reload + 1))
 		;;
 	esac

@@ -199,6 +199,11 @@ swap_table() {
 	run dmsetup suspend "$1"
 	run dmsetup resume "$1"
 }
+# thin_table POOL ID SECTORS: the table line of thin device ID of POOL
+# (THIN_T), SECTORS long: the line mkthin creates, for loads into a live thin.
+thin_table() {
+	echo "0 $3 $THIN_T /dev/mapper/$1 $2"
+}
 # mkthin NAME POOL ID SECTORS: activates thin device ID of POOL as NAME (THIN_T).
 mkthin() {
 	run dmsetup create "$1" --table "0 $4 $THIN_T /dev/mapper/$2 $3"
