@@ -206,7 +206,7 @@ thin_table() {
 }
 # mkthin NAME POOL ID SECTORS: activates thin device ID of POOL as NAME (THIN_T).
 mkthin() {
-	run dmsetup create "$1" --table "0 $4 $THIN_T /dev/mapper/$2 $3"
+	run dmsetup create "$1" --table "$(thin_table "$2" "$3" "$4")"
 }
 # snap POOL NEW ORIGIN [ORIGIN_DM_NAME]: create_snap, with the active origin
 # suspended around it as LVM does.
