@@ -225,6 +225,11 @@ mod glue_suite {
     }
 
     #[test]
+    fn committed_tree_under_commits() {
+        assert!(crate::pool::committed::selftest::committed_tree_under_commits());
+    }
+
+    #[test]
     fn args_from_argv() {
         assert!(crate::glue::dm::selftest::args_from_argv());
     }
