@@ -81,6 +81,8 @@ cmdline+=" brd.rd_nr=4 brd.rd_size=$((rd_mib * 1024)) rthin.test_timeout=$test_t
 # KASAN prints only its first report unless told otherwise; a debug run is
 # slow, so have it show every bug it meets.
 [ "$RTHIN_KERNEL_FLAVOR" = debug ] && cmdline+=" kasan_multi_shot"
+# Tests that only scale on a debug kernel ask for it (tests/vm/lib.sh, debug_kernel).
+cmdline+=" rthin.kernel=$RTHIN_KERNEL_FLAVOR"
 if [ "$mode" = bench ] && [ "${RTHIN_BENCH_TSC:-1}" = 1 ]; then
 	# Timings need a fine clock. Under TCG the guest's PIT calibration of the
 	# TSC fails when the host is busy, and the kernel then falls back to the

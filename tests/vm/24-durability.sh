@@ -154,7 +154,13 @@ while [ $v -lt 50 ]; do
 	v=$((v + 1))
 done
 echo "reload: the flush committed the old table's write in $reload_ok/$reload_rounds rounds"
-[ $reload_rounds -ge 2 ] || bad "reload: the waker committed before every flush; no round to judge"
+# On the debug kernel, reload, write, suspend and resume take longer than the
+# waker's period, so no round can be judged there; `make check` judges them.
+if [ $reload_rounds -lt 2 ] && debug_kernel; then
+	echo "reload: not judged on the debug kernel (the waker committed before the flush in every round)"
+elif [ $reload_rounds -lt 2 ]; then
+	bad "reload: the waker committed before every flush; no round to judge"
+fi
 [ $reload_ok = $reload_rounds ] || bad "reload: a flush through the new table completed before the old table's write was committed"
 
 run dmsetup remove thin

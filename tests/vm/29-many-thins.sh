@@ -7,7 +7,11 @@
 # works; the metadata stays clean.
 . /rthin/tests/lib.sh
 
+# The memory and activation figures are for `make check`; on the debug kernel
+# (KASAN, lockdep), a thousand thins created and removed twice take over an
+# hour of a shared host, so it runs the same checks on a hundred.
 N=1000
+debug_kernel && N=100
 meta=/dev/ram0 data=/dev/ram1
 TIB=$((1 << 31)) # sectors
 nr_blocks=$(($(sectors $data) / 128))
@@ -68,14 +72,14 @@ deactivate
 activate rthin
 r_kib=$KIB
 # Data through a few of them, at both ends of the 1 TiB.
-for i in 1 500 $N; do
+for i in 1 $((N / 2)) $N; do
 	put /dev/mapper/t$i - A 0 65536 4
 	put /dev/mapper/t$i - B $(((TIB - 128) * 512)) 65536 1
 	got=$(dd if=/dev/mapper/t$i bs=64k count=4 iflag=direct 2>/dev/null | md5sum)
 	want=$(dd if=/tmp/pat.A bs=64k count=4 2>/dev/null | md5sum)
 	[ "$got" = "$want" ] || fail "thin $i does not read back its data"
 done
-echo "ok: thins 1, 500 and $N read back their data"
+echo "ok: thins 1, $((N / 2)) and $N read back their data"
 deactivate
 check_meta $meta
 

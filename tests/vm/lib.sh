@@ -77,6 +77,11 @@ wipe() {
 	dd if=/dev/zero of="$1" bs=1M count=1 conv=fsync 2>/dev/null
 }
 
+# debug_kernel: true on the debug kernel of `make check-debug` (KASAN,
+# lockdep; several times slower), where tests that only measure scale may
+# run smaller.
+debug_kernel() { grep -qw rthin.kernel=debug /proc/cmdline; }
+
 # ---- one scenario, two implementations ----
 # The data-path tests (70-io-*) can run the same scenario against the
 # kernel's C dm-thin (thin-pool/thin, the reference) and rthin
