@@ -9,8 +9,9 @@
 //! bio that is dropped without either is completed with an I/O error, so no
 //! code path can strand a bio (and hang its submitter).
 //!
-//! Beside this file: `bio/hook.rs` (dm's per-bio data, and bios a provision
-//! hooks until their write or fill ends) and `bio/list.rs` ([`BioList`]).
+//! Beside this file: `bio/hook.rs` (dm's per-bio data, and the state of a
+//! bio a provision hooks; `glue/hooked.rs` hooks it and hands it back) and
+//! `bio/list.rs` ([`BioList`]).
 
 use core::{marker::PhantomData, ptr::NonNull};
 use kernel::bindings;
@@ -25,8 +26,9 @@ use crate::dm::pool_mode::IoError;
 mod hook;
 mod list;
 
-use hook::{per_bio_of, release_owner, store_token, HookState};
-pub(crate) use hook::{Fill, FillHook, PerBio, Provision, Requeue};
+pub(in crate::glue) use hook::HookState;
+use hook::{per_bio_of, release_owner, store_token};
+pub(crate) use hook::{Fill, PerBio, Provision};
 pub(crate) use list::BioList;
 
 /// What a bio asks for, as far as thin provisioning cares.
@@ -180,8 +182,8 @@ impl Bio<'_> {
 
 /// A bio the target kept after its map call returned `DM_MAPIO_SUBMITTED`.
 pub(crate) struct OwnedBio {
-    raw: NonNull<bindings::bio>,
-    per_bio: bool,
+    pub(in crate::glue) raw: NonNull<bindings::bio>,
+    pub(in crate::glue) per_bio: bool,
 }
 
 // SAFETY: the bio belongs to the target until it is submitted or completed,
@@ -196,7 +198,7 @@ impl OwnedBio {
         unsafe { Bio::from_raw(self.raw, self.per_bio) }
     }
 
-    fn per_bio(&mut self) -> Option<&mut PerBio> {
+    pub(in crate::glue) fn per_bio(&mut self) -> Option<&mut PerBio> {
         // SAFETY: we own the bio, so the borrow of `self` covers its per-bio
         // data, which dm keeps in front of it if `per_bio` is set.
         unsafe { per_bio_of(self.raw, self.per_bio) }
@@ -223,7 +225,7 @@ impl OwnedBio {
         unsafe { bindings::bio_endio(raw) };
     }
 
-    fn into_raw(self) -> *mut bindings::bio {
+    pub(in crate::glue) fn into_raw(self) -> *mut bindings::bio {
         let raw = self.raw.as_ptr();
         core::mem::forget(self);
         raw

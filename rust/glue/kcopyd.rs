@@ -14,7 +14,7 @@ use core::{
 };
 use kernel::{bindings, error::from_err_ptr, ffi::c_ulong, prelude::*, sync::Completion};
 
-use super::{bindings as dm, bio::FillHook, device::BdevHandle};
+use super::{bindings as dm, device::BdevHandle, hooked::FillHook};
 
 /// A kcopyd client; destroyed on drop.
 pub(crate) struct Kcopyd(NonNull<dm::dm_kcopyd_client>);

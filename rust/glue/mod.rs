@@ -10,6 +10,7 @@ pub(crate) mod deferred;
 pub(crate) mod device;
 pub(crate) mod dm;
 pub(crate) mod global_list;
+pub(crate) mod hooked;
 pub(crate) mod inflight;
 pub(crate) mod kcopyd;
 pub(crate) mod params;

@@ -64,9 +64,10 @@ use crate::{
     dm::block_geometry::BlockGeometry,
     dm::pool_mode::IoError,
     glue::{
-        bio::{Bio, BioList, OwnedBio, Requeue},
+        bio::{Bio, BioList, OwnedBio},
         deferred::{CpuQueues, Drain, Lane},
         device::BdevHandle,
+        hooked::Requeue,
         queue::IoQueue,
     },
     pool::{member::PoolMember, SharedPool, ThinCounters},
