@@ -135,7 +135,7 @@ pub(crate) struct PoolObj {
 
 impl Tick for PoolObj {
     fn tick(&self) {
-        if self.flags.dirty() {
+        if self.flags.dirty() && self.flags.periodic_commits_allowed() {
             let mut st = self.lock_settled();
             if st.commit().is_ok() {
                 self.flags.periodic_commits.fetch_add(1, Ordering::Relaxed);

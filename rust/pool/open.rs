@@ -6,7 +6,10 @@ use core::{
     fmt,
     sync::atomic::{AtomicUsize, Ordering},
 };
-use kernel::{debugfs::Dir, new_condvar, new_mutex, prelude::*, str::CString, sync::Arc};
+use kernel::{
+    debugfs::Dir, new_condvar, new_mutex, prelude::*, str::CString, sync::Arc,
+    uaccess::UserSliceReader,
+};
 
 use super::{
     cache::PoolCache, cells::CellTable, committed::CommittedView, PoolFlags, PoolObj, PoolState,
@@ -140,8 +143,9 @@ pub(super) fn new_pool(
     };
     let wq = IoQueue::new(c"rthin").map_err(|_| alloc)?;
     let show = &|p: &Arc<PoolFlags>, f: &mut fmt::Formatter<'_>| p.write(f);
+    let knob = &|p: &Arc<PoolFlags>, input: &mut UserSliceReader| p.write_knob(input);
     let pool_file = KBox::pin_init(
-        debugfs.read_callback_file(c"pool", flags.clone(), show),
+        debugfs.read_write_callback_file(c"pool", flags.clone(), show, knob),
         GFP_KERNEL,
     )
     .ok();

@@ -7,7 +7,9 @@ use core::{
     fmt,
     sync::atomic::{AtomicBool, AtomicU64, Ordering},
 };
-use kernel::{debugfs::File as DebugFile, prelude::*, str::CString, sync::Arc};
+use kernel::{
+    debugfs::File as DebugFile, prelude::*, str::CString, sync::Arc, uaccess::UserSliceReader,
+};
 
 use super::{cpu_counter::CpuCounter, PoolObj, SharedPool};
 
@@ -33,6 +35,9 @@ pub(crate) struct PoolFlags {
     /// Of those, the ones the waker made (dm-thin's `COMMIT_PERIOD`): the
     /// rest were asked for, by a flush, a message or a status.
     pub(super) periodic_commits: AtomicU64,
+    /// Set through debugfs by tests: the waker makes no commit, so that a
+    /// test can tell which call committed however slow the kernel is.
+    pub(super) periodic_commits_held: AtomicBool,
     /// Slots of the pool's mapping cache.
     pub(super) mapping_cache_slots: AtomicU64,
 }
@@ -43,11 +48,34 @@ impl PoolFlags {
         writeln!(f, "commits {}", self.commits.load(Ordering::Relaxed))?;
         let periodic = self.periodic_commits.load(Ordering::Relaxed);
         writeln!(f, "periodic_commits {periodic}")?;
+        let held = self.periodic_commits_held.load(Ordering::Relaxed);
+        writeln!(f, "hold_periodic_commits {}", u8::from(held))?;
         writeln!(f, "dirty {}", u8::from(self.dirty()))?;
         writeln!(f, "changes {}", self.changes())?;
         writeln!(f, "committed {}", self.committed())?;
         let slots = self.mapping_cache_slots.load(Ordering::Relaxed);
         writeln!(f, "mapping_cache_slots {slots}")
+    }
+
+    /// A write to the pool's debugfs file: `hold_periodic_commits 1` stops
+    /// the waker's commits, `hold_periodic_commits 0` lets them go on.
+    pub(super) fn write_knob(&self, input: &mut UserSliceReader) -> Result {
+        let mut buf = [0u8; 32];
+        let n = input.len();
+        let text = buf.get_mut(..n).ok_or(EINVAL)?;
+        input.read_slice(text)?;
+        let held = match text.trim_ascii() {
+            b"hold_periodic_commits 1" => true,
+            b"hold_periodic_commits 0" => false,
+            _ => return Err(EINVAL),
+        };
+        self.periodic_commits_held.store(held, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The waker may commit.
+    pub(super) fn periodic_commits_allowed(&self) -> bool {
+        !self.periodic_commits_held.load(Ordering::Relaxed)
     }
 
     /// Metadata changed since the last commit that reached stable storage.
