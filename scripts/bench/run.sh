@@ -28,7 +28,7 @@
 #   BENCH_LVOLS    volume sizes in MiB for case 7, '+'-separated (32768)
 #   BENCH_CVOL_MIB volume size for case 8 (1024)
 #   BENCH_THINS    thin devices for case 9 (1000)
-#   BENCH_MD_ROUNDS snapshot rounds of case 11 (100)
+#   BENCH_MD_ROUNDS snapshot rounds of case 11 (20)
 #   BENCH_DATA     brd (default) or nullb (null_blk without memory: no data kept);
 #                  cases 7 and 8 always use null_blk (their volumes exceed RAM)
 #   BENCH_TARGETS  '+'-separated subset of linear+dm-thin+rthin
@@ -62,7 +62,7 @@ DATA_KIND=${BENCH_DATA:-brd}
 LVOLS=$(echo "${BENCH_LVOLS:-32768}" | tr + ' ')
 CVOL=${BENCH_CVOL_MIB:-1024}
 NTHINS=${BENCH_THINS:-1000}
-MD_ROUNDS=${BENCH_MD_ROUNDS:-100}
+MD_ROUNDS=${BENCH_MD_ROUNDS:-20}
 STEP_LIMIT=${BENCH_LIMIT:-$((120 + 4 * RT))}
 LIMIT=$STEP_LIMIT
 ON_NULLB=0
@@ -173,23 +173,32 @@ hang_report() {
 # variables are lost) in the background with its output in $ERR, and waits
 # at most LIMIT seconds. Sets ELAPSED (ns, measured around CMD itself).
 # Returns CMD's status, or 124 after a hang (then the current target is dead).
+# CMD may print progress lines for the console on file descriptor 3.
+# Time is the guest's uptime, not a count of sleeps: under TCG on a loaded
+# host a `sleep 0.05` can take far longer than asked.
 limited() {
-	local pid waited=0 rc
+	local pid up start alive rc
 	rm -f /tmp/bench-rc
 	(
 		t0=$(now)
-		"$@" >"$ERR" 2>&1
+		"$@" 3>&1 >"$ERR" 2>&1
 		rc=$?
 		echo "$rc $(($(now) - t0))" >/tmp/bench-rc.tmp
 		mv /tmp/bench-rc.tmp /tmp/bench-rc
 	) &
 	pid=$!
+	read -r up _ </proc/uptime
+	start=${up%.*} alive=${up%.*}
 	while [ ! -f /tmp/bench-rc ]; do
 		sleep 0.05
-		waited=$((waited + 1))
+		read -r up _ </proc/uptime
+		up=${up%.*}
 		# A sign of life for the host's silence detector during long steps.
-		[ $((waited % 1200)) = 0 ] && echo "bench-alive: $CUR $((waited / 20))s"
-		if [ $waited -ge $((LIMIT * 20)) ]; then
+		if [ $((up - alive)) -ge 30 ]; then
+			echo "bench-alive: $CUR $((up - start))s"
+			alive=$up
+		fi
+		if [ $((up - start)) -ge "$LIMIT" ]; then
 			kill -9 "$pid" 2>/dev/null
 			echo "hung: no completion after ${LIMIT}s" >"$ERR"
 			hang_report "$*"
@@ -714,9 +723,11 @@ md_used() {
 	dmsetup status "$(pool "$1")" | awk '{ split($5, a, "/"); print a[1] }'
 }
 
-# md_record TARGET ROW: records the metadata blocks in use for a row of case 11.
+# md_record TARGET ROW: records the metadata blocks in use for a row of case
+# 11 (run under limited: says so on the console).
 md_record() {
 	local n
+	echo "bench-run: c11-metadata-space	$2	$1	1	dmsetup status" >&3
 	n=$(md_used "$1") && [ -n "$n" ] && record c11-metadata-space "$2" "$1" 1 blocks "$n"
 }
 
@@ -746,6 +757,7 @@ md_workloads() {
 		fio --name=md3 --filename="/dev/mapper/bench-$t-2" --rw=randwrite --bs=64k --size=1G \
 			--io_size=$((1024 / 20))M --direct=1 --ioengine=psync --randrepeat=0 --norandommap \
 			--output-format=terse >/dev/null || return 1
+		echo "bench-run: c11-metadata-space	3-snapshot-round-$i-of-$MD_ROUNDS	$t	1	create_snap, fio" >&3
 		i=$((i + 1))
 	done
 	md_record "$t" "3-${MD_ROUNDS}-snapshot-rounds"
