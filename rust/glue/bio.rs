@@ -211,10 +211,15 @@ impl OwnedBio {
 
     /// Lets go of what a hook that came back still holds; every way of
     /// ending an owned bio goes through this.
-    fn into_ending(mut self) -> *mut bindings::bio {
+    fn release_hook(&mut self) {
         if let Some(ctx) = self.per_bio() {
             release_owner(ctx);
         }
+    }
+
+    /// The bio, for ending it, with its hook let go.
+    fn into_ending(mut self) -> *mut bindings::bio {
+        self.release_hook();
         self.into_raw()
     }
 
@@ -275,9 +280,7 @@ impl OwnedBio {
 impl Drop for OwnedBio {
     fn drop(&mut self) {
         // Reached only if a path forgot the bio: end it rather than strand it.
-        if let Some(ctx) = self.per_bio() {
-            release_owner(ctx);
-        }
+        self.release_hook();
         // SAFETY: we own the bio and end it exactly once.
         unsafe {
             (*self.raw.as_ptr()).bi_status = dm::RTHIN_BLK_STS_IOERR;

@@ -33,13 +33,14 @@ counter() { awk -v k="$1" '$1 == k { print $2 }' $dbg; }
 # that the waker's commit splits differs from the next one).
 own_commits() {
 	local a="" b
-	b=$(awk '$1 == "commits" { c = $2 } $1 == "periodic_commits" { p = $2 } END { print c - p }' $dbg)
+	b=$(commits_asked_for)
 	until [ "$a" = "$b" ]; do
 		a=$b
-		b=$(awk '$1 == "commits" { c = $2 } $1 == "periodic_commits" { p = $2 } END { print c - p }' $dbg)
+		b=$(commits_asked_for)
 	done
 	echo $b
 }
+commits_asked_for() { awk '$1 == "commits" { c = $2 } $1 == "periodic_commits" { p = $2 } END { print c - p }' $dbg; }
 # cut: copy the metadata device as it is on "disk" now, and dump the copy
 # (thin_dump opens devices exclusively).
 cut() {
