@@ -176,20 +176,24 @@ hang_report() {
 # CMD may print progress lines for the console on file descriptor 3.
 # Time is the guest's uptime, not a count of sleeps: under TCG on a loaded
 # host a `sleep 0.05` can take far longer than asked.
+# CMD may call limited itself (case 11 does, through setup): each depth
+# has its own status file, or the inner call's would end the outer wait.
 limited() {
-	local pid up start alive rc
-	rm -f /tmp/bench-rc
+	local pid up start alive rc depth=${LIMITED_DEPTH:-0}
+	local rcf=/tmp/bench-rc.$depth
+	rm -f "$rcf"
 	(
+		LIMITED_DEPTH=$((depth + 1))
 		t0=$(now)
 		"$@" 3>&1 >"$ERR" 2>&1
 		rc=$?
-		echo "$rc $(($(now) - t0))" >/tmp/bench-rc.tmp
-		mv /tmp/bench-rc.tmp /tmp/bench-rc
+		echo "$rc $(($(now) - t0))" >"$rcf.tmp"
+		mv "$rcf.tmp" "$rcf"
 	) &
 	pid=$!
 	read -r up _ </proc/uptime
 	start=${up%.*} alive=${up%.*}
-	while [ ! -f /tmp/bench-rc ]; do
+	while [ ! -f "$rcf" ]; do
 		sleep 0.05
 		read -r up _ </proc/uptime
 		up=${up%.*}
@@ -206,7 +210,7 @@ limited() {
 		fi
 	done
 	wait "$pid"
-	read -r rc ELAPSED </tmp/bench-rc
+	read -r rc ELAPSED <"$rcf"
 	return "$rc"
 }
 
