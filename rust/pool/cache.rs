@@ -63,6 +63,12 @@ fn wanted_slots(nr_data_blocks: u64) -> u64 {
 /// The writers' handle (the pool lock's holder).
 pub(crate) struct PoolCache {
     slots: RcuBox<CacheSlots>,
+    /// The thin devices that may have entries: every device that had a
+    /// target since the pool object was made (only a target's bios fill the
+    /// cache). Deleting or snapshotting any other device needs no pass over
+    /// the slots, which would cost a pass per message for the thousands of
+    /// snapshots LVM users keep.
+    filled_devs: KVec<u32>,
 }
 
 /// A map call's handle.
@@ -77,7 +83,33 @@ impl PoolCache {
         let reader = PoolCacheReader {
             slots: slots.reader(),
         };
-        Ok((Self { slots }, reader))
+        let filled_devs = KVec::new();
+        Ok((Self { slots, filled_devs }, reader))
+    }
+
+    /// Notes that thin device `dev` has a target now: its bios may fill the
+    /// cache.
+    pub(crate) fn note_target_of(&mut self, dev: u32) -> Result {
+        if !self.filled_devs.contains(&dev) {
+            self.filled_devs.push(dev, GFP_KERNEL)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the cache may hold mappings of thin device `dev`.
+    fn may_hold(&self, dev: u32) -> bool {
+        self.filled_devs.contains(&dev)
+    }
+
+    /// Forgets the mappings of thin device `dev` (it was deleted; no target
+    /// of it is left to read them).
+    pub(super) fn forget_dev(&mut self, dev: u32) {
+        if let Some(i) = self.filled_devs.iter().position(|&d| d == dev) {
+            let _ = self.filled_devs.remove(i);
+            if let Some(c) = self.get() {
+                c.invalidate_dev(dev);
+            }
+        }
     }
 
     /// The cache, for a writer.
@@ -124,7 +156,11 @@ impl PoolState {
     /// Marks the cached mappings of thin device `dev` shared (it was
     /// snapshotted) and waits until no map call can still remap a write with
     /// an unshared one; reads keep their fast path.
+    /// A device that never had a target has nothing cached, and no map call.
     pub(super) fn mark_mappings_shared(&self, dev: u32) {
+        if !self.cache.may_hold(dev) {
+            return;
+        }
         if let Some(c) = self.cache.get() {
             c.mark_dev_shared(dev);
         }

@@ -33,8 +33,8 @@ impl PoolState {
                     let r = self.md.delete(dev_id.into());
                     // No target of the device is left to read the cache,
                     // and a later one starts after this.
-                    if let (Ok(()), Some(c)) = (r, self.cache.get()) {
-                        c.invalidate_dev(dev_id);
+                    if r.is_ok() {
+                        self.cache.forget_dev(dev_id);
                     }
                     r
                 }
