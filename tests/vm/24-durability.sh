@@ -28,19 +28,6 @@ bad() {
 	failed=$((failed + 1))
 }
 counter() { awk -v k="$1" '$1 == k { print $2 }' $dbg; }
-# own_commits: commits made, minus the waker's. The file's two counters are
-# read one after the other, so it is read until two reads agree (a read
-# that the waker's commit splits differs from the next one).
-own_commits() {
-	local a="" b
-	b=$(commits_asked_for)
-	until [ "$a" = "$b" ]; do
-		a=$b
-		b=$(commits_asked_for)
-	done
-	echo $b
-}
-commits_asked_for() { awk '$1 == "commits" { c = $2 } $1 == "periodic_commits" { p = $2 } END { print c - p }' $dbg; }
 # cut: copy the metadata device as it is on "disk" now, and dump the copy
 # (thin_dump opens devices exclusively).
 cut() {
@@ -101,20 +88,23 @@ db=$(data_block 6)
 echo "I57: block 6 -> data block '$db' on disk"
 
 # --- D31: INFO status commits; --noflush does not. The waker commits too
-# while the metadata is dirty, so each round compares the commits made during
-# the call with the waker's (periodic_commits): an INFO status must add one of
-# its own, a --noflush one none, however slow the kernel is.
+# while the metadata is dirty, so its commits are held from here through the
+# reload case: every commit counted is then one a call asked for, however
+# slow the kernel is.
+echo "hold_periodic_commits 2" >$dbg 2>/dev/null && bad "the pool's debugfs file took a bad knob value"
+echo "hold_periodic_commits 1" >$dbg || fail "holding the waker's commits"
+grep -qx "hold_periodic_commits 1" $dbg || fail "the pool's debugfs file does not show the waker held"
 status_commits=0 noflush_commits=0
 v=10
 while [ $v -lt 20 ]; do
 	run dd if=/tmp/p of=/dev/mapper/thin bs=4k seek=$((v * 16)) count=1 oflag=direct 2>/dev/null
-	before=$(own_commits)
+	before=$(counter commits)
 	if [ $((v % 2)) = 0 ]; then
 		dmsetup status pool >/dev/null || fail "status"
 	else
 		dmsetup status --noflush pool >/dev/null || fail "status --noflush"
 	fi
-	own=$(($(own_commits) - before))
+	own=$(($(counter commits) - before))
 	if [ $((v % 2)) = 0 ]; then
 		[ $own = 1 ] && status_commits=$((status_commits + 1))
 		echo "status: commits of its own $own"
@@ -134,12 +124,9 @@ cut
 [ -n "$(data_block 30)" ] || bad "D31: block 30 not on disk after an INFO status"
 
 # --- Reload: lvextend builds the new table while the old one still takes
-# writes; a flush through the new table after the swap must commit them. The
-# waker's commits are held meanwhile, so that every round's write is still
-# uncommitted when the flush comes, however slow the kernel is.
-echo "hold_periodic_commits 2" >$dbg 2>/dev/null && bad "the pool's debugfs file took a bad knob value"
-echo "hold_periodic_commits 1" >$dbg || fail "holding the waker's commits"
-grep -qx "hold_periodic_commits 1" $dbg || fail "the pool's debugfs file does not show the waker held"
+# writes; a flush through the new table after the swap must commit them. With
+# the waker held, every round's write is still uncommitted when the flush
+# comes.
 reload_rounds=0 reload_ok=0
 v=40
 while [ $v -lt 50 ]; do
