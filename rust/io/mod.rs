@@ -53,7 +53,7 @@ mod worker;
 
 pub(crate) use map::selftest;
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::{
     new_spinlock,
     prelude::*,
@@ -70,6 +70,7 @@ use crate::{
         hooked::Requeue,
         queue::IoQueue,
     },
+    metadata::thin_metadata::Mapping,
     pool::{member::PoolMember, SharedPool, ThinCounters},
 };
 
@@ -105,6 +106,11 @@ pub(crate) struct ThinIo {
     /// (`u64::MAX` once changes were lost to an aborted transaction): a
     /// durable bio completes only once a commit covers it.
     changed: AtomicU64,
+    /// The device's `snapshotted_time`, as its details have it now: a
+    /// mapping made before it is shared. Raised under the pool lock by a
+    /// snapshot of the device, before the message returns; workers that
+    /// answer a write from the last commit's tree read it without the lock.
+    snapshotted_time: AtomicU32,
     pub(crate) counters: Arc<ThinCounters>,
 }
 
@@ -134,6 +140,8 @@ pub(crate) struct ThinIoConfig {
     /// The change generation its durable bios depend on at first
     /// (`PoolState::thin_changed_floor`).
     pub(crate) changed: u64,
+    /// The device's `snapshotted_time`.
+    pub(crate) snapshotted_time: u32,
 }
 
 impl ThinIo {
@@ -156,6 +164,7 @@ impl ThinIo {
                 held <- new_spinlock!((BioList::new(), false), "rthin_held"),
                 waiters <- new_spinlock!(BioList::new(), "rthin_waiters"),
                 changed: AtomicU64::new(cfg.changed),
+                snapshotted_time: AtomicU32::new(cfg.snapshotted_time),
                 counters: cfg.counters,
             }),
             GFP_KERNEL,
@@ -222,6 +231,17 @@ impl ThinIo {
     /// The change generation its durable bios depend on.
     pub(crate) fn changed_gen(&self) -> u64 {
         self.changed.load(Ordering::Acquire)
+    }
+
+    /// The device was snapshotted at `time`: its mappings made before are
+    /// shared.
+    pub(crate) fn note_snapshot(&self, time: u32) {
+        self.snapshotted_time.fetch_max(time, Ordering::AcqRel);
+    }
+
+    /// Whether a write to `mapping` must break sharing.
+    fn shares(&self, mapping: &Mapping) -> bool {
+        mapping.shared_after(self.snapshotted_time.load(Ordering::Acquire))
     }
 
     /// Changes of this device were lost to an aborted transaction.
@@ -315,6 +335,10 @@ impl PoolMember for ThinIo {
 
     fn changed_gen(&self) -> u64 {
         ThinIo::changed_gen(self)
+    }
+
+    fn note_snapshot(&self, time: u32) {
+        ThinIo::note_snapshot(self, time);
     }
 }
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The workers: what happens to a bio the map call deferred (a read of a
-//! block the last commit maps, without the pool lock; else a lookup under
-//! it, the mode's decision, a provision, a read of a hole, a discard).
+//! block the last commit maps, or a write of one it maps unshared, without
+//! the pool lock; else a lookup under it, the mode's decision, a provision,
+//! a read of a hole, a discard).
 
 use kernel::{
     alloc::flags::{__GFP_NOWARN, GFP_NOWAIT},
@@ -42,16 +43,13 @@ impl ThinIo {
 
     /// A read or write; `after_commit` once a provision for it committed to
     /// free space (see `PoolState::alloc_data_block`).
-    pub(super) fn process_rw(self: &Arc<Self>, bio: OwnedBio, dir: BioDir, after_commit: bool) {
-        let mut bio = bio;
+    pub(super) fn process_rw(self: &Arc<Self>, mut bio: OwnedBio, dir: BioDir, after_commit: bool) {
         let sector = bio.view().sector();
         let vblock = self.geometry.block_of(sector);
-        if dir == BioDir::Read {
-            bio = match self.read_committed(bio, vblock) {
-                Ok(()) => return,
-                Err(bio) => bio,
-            };
-        }
+        let bio = match self.remap_committed(bio, vblock, dir) {
+            Ok(()) => return,
+            Err(bio) => bio,
+        };
         let mut st = self.pool.lock_unblocked();
         let mut bio = match st.try_park(self.dev_id, vblock, bio) {
             Ok(()) => return,
@@ -105,16 +103,27 @@ impl ThinIo {
         }
     }
 
-    /// A read of a block the last commit maps, while this device has no
-    /// change that commit does not cover: remapped from a walk of the
-    /// committed tree, without the pool lock, so that such lookups run side
-    /// by side on every CPU and never wait for a commit or a provision. The
-    /// lock is taken after the bio is on its way, only to cache the block's
-    /// leaf, and not waited for. Gives the bio back when the walk cannot
-    /// answer (a hole, a newer change, a commit meanwhile): the locked path
+    /// A read of a block the last commit maps, or a write of one it maps
+    /// unshared, while this device has no change that commit does not
+    /// cover: remapped from a walk of the committed tree, without the pool
+    /// lock, so that such lookups run side by side on every CPU and never
+    /// wait for a commit or a provision. The lock is taken after the bio is
+    /// on its way, only to cache the block's leaf, and not waited for. Gives
+    /// the bio back when the walk cannot answer (a hole, a newer change, a
+    /// commit meanwhile) or the write must break sharing: the locked path
     /// decides then.
-    fn read_committed(&self, mut bio: OwnedBio, vblock: u64) -> Result<(), OwnedBio> {
-        if self.pool.flags.fails_io() || bio.view().wants_durability() {
+    ///
+    /// A write needs no cell: no provision or copy can be under way for a
+    /// block the last commit maps unshared while the device has not changed
+    /// since (breaking sharing is for shared blocks only, and its mapping is
+    /// a change), and sharing is judged by the device's snapshot time now,
+    /// which a snapshot raises before its message returns.
+    fn remap_committed(&self, mut bio: OwnedBio, vblock: u64, dir: BioDir) -> Result<(), OwnedBio> {
+        let committed = &self.pool.committed;
+        if self.pool.flags.fails_io()
+            || bio.view().wants_durability()
+            || !committed.may_answer(self.changed_gen())
+        {
             return Err(bio);
         }
         // Without reclaim, as the walk's own buffer.
@@ -126,9 +135,8 @@ impl ThinIo {
         let Some(token) = self.pool.tracker.enter() else {
             return Err(bio);
         };
-        let committed = &self.pool.committed;
-        let Some((mapping, stamp)) =
-            committed.lookup_leaf(self.dev_id, vblock, || self.changed_gen(), &mut leaf)
+        let found = committed.lookup_leaf(self.dev_id, vblock, || self.changed_gen(), &mut leaf);
+        let Some((mapping, stamp)) = found.filter(|(m, _)| dir == BioDir::Read || !self.shares(m))
         else {
             self.pool.tracker.exit(token);
             return Err(bio);

@@ -66,6 +66,17 @@ impl CommittedView {
         self.published.still(stamp)
     }
 
+    /// Whether a walk for a device at change generation `changed` could
+    /// answer now: a tree is published and its commit covers `changed`. A
+    /// hint that spares a worker the walk's buffers while its device has
+    /// changes no commit covers yet, as during a run of provisions
+    /// ([`Self::lookup_leaf`] checks again).
+    pub(crate) fn may_answer(&self, changed: u64) -> bool {
+        self.published
+            .begin()
+            .is_some_and(|(_, stamp)| changed <= stamp.covers)
+    }
+
     /// Looks `vblock` of thin device `dev` up in the last commit's tree if
     /// the device has no change that commit does not cover (`changed` reads
     /// its change generation), and fills `leaf` with every mapping of the

@@ -29,4 +29,7 @@ pub(crate) trait PoolMember: Send + Sync {
 
     /// The change generation its durable bios depend on.
     fn changed_gen(&self) -> u64;
+
+    /// The device was snapshotted at `time` (its new `snapshotted_time`).
+    fn note_snapshot(&self, time: u32);
 }

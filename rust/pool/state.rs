@@ -198,6 +198,19 @@ impl PoolState {
         }
     }
 
+    /// Tells every live target of thin device `dev_id` its new
+    /// `snapshotted_time` (it was just snapshotted). If the details cannot
+    /// be read, every mapping of the device counts as shared for them.
+    pub(super) fn note_snapshot_of(&self, dev_id: u32) {
+        let time = match self.md.device_details(dev_id.into()) {
+            Ok(Some(details)) => details.snapshotted_time,
+            _ => u32::MAX,
+        };
+        for t in self.thins.iter().filter(|t| t.dev_id() == dev_id) {
+            t.note_snapshot(time);
+        }
+    }
+
     /// The change generation a new target of thin device `dev_id` starts
     /// with: its device may have changes from a target it replaces (a
     /// reload) or from one already gone that no commit covers yet, or

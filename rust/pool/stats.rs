@@ -113,7 +113,7 @@ pub(crate) struct ThinCounters {
     pub(crate) fast_remaps: CpuCounter,
     /// Bios deferred to a worker.
     pub(crate) deferred: CpuCounter,
-    /// Deferred reads a worker remapped from the last commit's tree,
+    /// Deferred reads and writes a worker remapped from the last commit's tree,
     /// without the pool lock.
     pub(crate) unlocked_lookups: CpuCounter,
     /// Blocks provisioned (zeroed or written whole).

@@ -94,11 +94,11 @@ impl TargetOps for Thin {
             if st.mode() == PoolMode::Fail {
                 return Err(CtrError::new(EINVAL, glue_errors::POOL_FAIL));
             }
-            match st.metadata().device_details(parsed.dev_id.into()) {
-                Ok(Some(_)) => {}
+            let details = match st.metadata().device_details(parsed.dev_id.into()) {
+                Ok(Some(details)) => details,
                 Ok(None) => return Err(CtrError::new(ENODATA, glue_errors::OPEN_THIN)),
                 Err(e) => return Err(CtrError::new(e.errno(), glue_errors::OPEN_THIN)),
-            }
+            };
             if st.suspended() {
                 return Err(CtrError::new(EINVAL, glue_errors::POOL_SUSPENDED));
             }
@@ -120,6 +120,7 @@ impl TargetOps for Thin {
                 origin: origin.as_ref().and_then(DmDev::handle),
                 counters,
                 changed: st.thin_changed_floor(parsed.dev_id),
+                snapshotted_time: details.snapshotted_time,
             };
             let io = ThinIo::new(pool.clone(), cfg).map_err(|_| oom)?;
             if st.open_thin(io.clone()).is_err() {

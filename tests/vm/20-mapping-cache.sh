@@ -7,7 +7,9 @@
 # thin; a pool grown at resume gets a bigger cache;
 # a deleted device's entries never serve a new device of the same id; a
 # snapshot of an origin that was inactive at the time still makes the
-# origin's writes break sharing.
+# origin's writes break sharing; writes to unshared blocks of an unchanged
+# device are answered from the last commit without the pool lock, and those
+# to an active origin snapshotted since are not.
 . /rthin/tests/lib.sh
 
 use_impl rthin
@@ -116,6 +118,61 @@ got=$(dd if=/dev/mapper/snap bs=1M count=8 iflag=direct 2>/dev/null | tr -d 'A' 
 got=$(dd if=/dev/mapper/origin bs=1M count=8 iflag=direct 2>/dev/null | tr -d 'B' | wc -c)
 [ "$got" = 0 ] || fail "the origin does not read back its new data"
 echo "ok: the snapshot kept its data"
+
+# ---- writes answered from the last commit, and a snapshot of an active origin ----
+# heads_are DEV BYTE N WHAT: the first 4 KiB of blocks 0..N-1 of DEV all
+# hold the octal BYTE.
+heads_are() {
+	local b=0 n
+	while [ $b -lt "$3" ]; do
+		dd if="$1" bs=4k skip=$((b * 16)) count=1 iflag=direct 2>/dev/null
+		b=$((b + 1))
+	done >/tmp/heads
+	n=$(wc -c </tmp/heads)
+	[ "$n" = $(($3 * 4096)) ] || fail "$4: read $n bytes of $1, expected $(($3 * 4096))"
+	n=$(tr -d "\\$2" </tmp/heads | wc -c)
+	rm -f /tmp/heads
+	[ "$n" = 0 ] || fail "$4: $n bytes of $1 differ"
+}
+# write_heads DEV BYTE N: a 4 KiB O_DIRECT write of the octal BYTE at the
+# start of blocks 0..N-1 of DEV.
+write_heads() {
+	local b=0
+	while [ $b -lt "$3" ]; do
+		tr '\000' "\\$2" </dev/zero | dd of="$1" bs=4k seek=$((b * 16)) count=1 iflag=fullblock oflag=direct 2>/dev/null ||
+			fail "write of block $b of $1"
+		b=$((b + 1))
+	done
+}
+run dmsetup remove snap
+run dmsetup remove origin
+run dmsetup remove pool
+# Activated again: nothing cached, and the origin (2) has no change the
+# last commit does not cover. Its first writes, to unshared blocks, are
+# answered from that commit's tree without the pool lock.
+openpool pool $meta /dev/mapper/data $((256 * 2048))
+mkthin origin pool 2 $vol
+o=$(devno origin)
+d0=$(deferred origin) u0=$(counter pool "$o" unlocked_lookups)
+write_heads /dev/mapper/origin 103 64
+d1=$(deferred origin) u1=$(counter pool "$o" unlocked_lookups)
+echo "deferred writes to unshared committed blocks: $((d1 - d0)), answered without the pool lock: $((u1 - u0))"
+[ $((d1 - d0)) -ge 1 ] || fail "the first write after activation was not deferred ($d0 -> $d1)"
+[ $((u1 - u0)) = $((d1 - d0)) ] ||
+	fail "$((u1 - u0)) of $((d1 - d0)) deferred writes to unshared blocks were answered without the pool lock"
+heads_are /dev/mapper/origin 103 64 "the origin reads back the writes answered from the last commit"
+# Snapshotted while active (suspended around the message, as LVM does): its
+# entries are marked shared, so its writes go to the workers, and the
+# last commit's tree (which the snapshot's commit made) must not answer
+# them: its blocks are shared by the device's new snapshot time.
+snap pool 5 2 origin
+write_heads /dev/mapper/origin 104 64
+u2=$(counter pool "$o" unlocked_lookups)
+[ "$u2" = "$u1" ] || fail "$((u2 - u1)) writes to blocks shared with a new snapshot were answered from the last commit"
+mkthin snap pool 5 $vol
+heads_are /dev/mapper/snap 103 64 "the snapshot of an active origin keeps its data after the origin's writes"
+heads_are /dev/mapper/origin 104 64 "the origin reads back its writes after the snapshot"
+echo "ok: writes after the snapshot of an active origin broke sharing"
 run dmsetup remove snap
 run dmsetup remove origin
 run dmsetup remove pool

@@ -52,8 +52,8 @@ pub const MIN_METADATA_BLOCKS: u64 = 32;
 pub struct LookupResult {
     /// The mapping.
     pub mapping: Mapping,
-    /// dm-thin's sharing rule: the device was snapshotted after the mapping
-    /// was made (`snapshotted_time > time`), so writes must break sharing.
+    /// The device was snapshotted after the mapping was made
+    /// ([`Mapping::shared_after`]), so writes must break sharing.
     pub shared: bool,
 }
 
@@ -62,7 +62,7 @@ impl LookupResult {
     pub fn new(details: &DeviceDetails, mapping: Mapping) -> Self {
         Self {
             mapping,
-            shared: details.snapshotted_time > mapping.time,
+            shared: mapping.shared_after(details.snapshotted_time),
         }
     }
 }

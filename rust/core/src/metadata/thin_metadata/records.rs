@@ -65,4 +65,11 @@ impl Mapping {
             time: (v & u64::from(MAX_TIME)) as u32,
         }
     }
+
+    /// dm-thin's sharing rule: a mapping made before its device was last
+    /// snapshotted (at `snapshotted_time`) is shared, so writes to it must
+    /// break sharing.
+    pub fn shared_after(&self, snapshotted_time: u32) -> bool {
+        snapshotted_time > self.time
+    }
 }
