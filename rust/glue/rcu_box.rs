@@ -7,15 +7,28 @@
 //! the owner's own borrows (taken without RCU) cannot outlive the value;
 //! readers' handles, [`RcuReader`], borrow it only for as long as an RCU
 //! read-side guard, and a replaced value is freed only after a grace period.
+//!
+//! Also the expedited grace-period wait ([`synchronize_rcu_expedited`]),
+//! which the kernel crate does not wrap.
 
 use core::{
     marker::PhantomData,
     sync::atomic::{AtomicPtr, Ordering},
 };
 use kernel::{
+    bindings,
     prelude::*,
     sync::{rcu, Arc},
 };
+
+/// Waits for an RCU grace period the expedited way (the other CPUs are
+/// interrupted instead of waited for), for waits inside a command a user
+/// waits on, as dm's own table swap does (`dm_sync_table`). Sleeps.
+pub(crate) fn synchronize_rcu_expedited() {
+    // SAFETY: callable from any context that may sleep, as
+    // `rcu::synchronize_rcu` (the kernel's callers of both are the same).
+    unsafe { bindings::synchronize_rcu_expedited() };
+}
 
 /// What the handles share: the current value, from `KBox::into_raw`.
 struct Current<T> {
