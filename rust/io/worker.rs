@@ -4,17 +4,12 @@
 //! the pool lock; else a lookup under it, the mode's decision, a provision,
 //! a read of a hole, a discard).
 
-use kernel::{
-    alloc::flags::{__GFP_NOWARN, GFP_NOWAIT},
-    prelude::*,
-    sync::Arc,
-};
+use kernel::{prelude::*, sync::Arc};
 
 use super::ThinIo;
 use crate::{
     dm::pool_mode::{BioAction, BioDir, DiscardAction, IoError, Lookup, WorkItem},
     glue::bio::{BioKind, OwnedBio},
-    metadata::committed::LEAF_MAPPINGS,
 };
 
 impl ThinIo {
@@ -119,36 +114,30 @@ impl ThinIo {
     /// a change), and sharing is judged by the device's snapshot time now,
     /// which a snapshot raises before its message returns.
     fn remap_committed(&self, mut bio: OwnedBio, vblock: u64, dir: BioDir) -> Result<(), OwnedBio> {
-        let committed = &self.pool.committed;
-        if self.pool.flags.fails_io()
-            || bio.view().wants_durability()
-            || !committed.may_answer(self.changed_gen())
-        {
+        if self.pool.flags.fails_io() || bio.view().wants_durability() {
             return Err(bio);
         }
-        // Without reclaim, as the walk's own buffer.
-        let Ok(mut leaf) = KVec::with_capacity(LEAF_MAPPINGS, GFP_NOWAIT | __GFP_NOWARN) else {
-            return Err(bio);
-        };
         // Before the lookup, as in the map call: a block unmapped after it
         // is neither reused nor discarded before the bio completes.
         let Some(token) = self.pool.tracker.enter() else {
             return Err(bio);
         };
-        let found = committed.lookup_leaf(self.dev_id, vblock, || self.changed_gen(), &mut leaf);
-        let Some((mapping, stamp)) = found.filter(|(m, _)| dir == BioDir::Read || !self.shares(m))
-        else {
+        let found = self
+            .pool
+            .committed
+            .lookup_leaf(self.dev_id, vblock, || self.changed_gen());
+        let Some(answer) = found.filter(|a| dir == BioDir::Read || !self.shares(&a.mapping)) else {
             self.pool.tracker.exit(token);
             return Err(bio);
         };
         bio.track(&self.pool.tracker, token);
-        match self.remap(&mut bio, mapping.data_block) {
+        match self.remap(&mut bio, answer.mapping.data_block) {
             Ok(()) => bio.submit(),
             Err(e) => bio.complete(Some(e)),
         }
         self.counters.unlocked_lookups.inc();
         if let Some(st) = self.pool.try_lock() {
-            st.cache_committed_leaf(self.dev_id, &stamp, self.changed_gen(), &leaf);
+            st.cache_committed_leaf(self.dev_id, &answer.stamp, self.changed_gen(), &answer.leaf);
         }
         Ok(())
     }

@@ -23,10 +23,18 @@ use kernel::{
 use crate::{
     core_error::CoreError,
     glue::{bufio::BufioReader, inflight::IoTracker},
-    metadata::committed::{CommittedTree, PublishedTree, ReadStamp},
+    metadata::committed::{CommittedTree, PublishedTree, ReadStamp, LEAF_MAPPINGS},
     metadata::thin_metadata::Mapping,
     pdata::checksum::BLOCK_SIZE,
 };
+
+/// A walk's answer: the block's mapping, the stamp it stands on, and every
+/// mapping of its leaf (for the cache).
+pub(crate) struct LeafAnswer {
+    pub(crate) mapping: Mapping,
+    pub(crate) stamp: ReadStamp,
+    pub(crate) leaf: KVec<(u64, Mapping)>,
+}
 
 /// The published tree, what reads it, and the walks under way.
 pub(crate) struct CommittedView {
@@ -66,31 +74,20 @@ impl CommittedView {
         self.published.still(stamp)
     }
 
-    /// Whether a walk for a device at change generation `changed` could
-    /// answer now: a tree is published and its commit covers `changed`. A
-    /// hint that spares a worker the walk's buffers while its device has
-    /// changes no commit covers yet, as during a run of provisions
-    /// ([`Self::lookup_leaf`] checks again).
-    pub(crate) fn may_answer(&self, changed: u64) -> bool {
-        self.published
-            .begin()
-            .is_some_and(|(_, stamp)| changed <= stamp.covers)
-    }
-
     /// Looks `vblock` of thin device `dev` up in the last commit's tree if
     /// the device has no change that commit does not cover (`changed` reads
-    /// its change generation), and fills `leaf` with every mapping of the
-    /// block's leaf. `None` if the walk cannot answer: nothing published, a
-    /// newer change, a hole, an error, no memory, or a commit that ended
-    /// meanwhile. The caller falls back to the metadata under the pool lock
-    /// then.
+    /// its change generation), with every mapping of the block's leaf.
+    /// `None` if the walk cannot answer: nothing published, a newer change
+    /// (checked before anything is allocated: a device provisioning block
+    /// after block has one most of the time), a hole, an error, no memory,
+    /// or a commit that ended meanwhile. The caller falls back to the
+    /// metadata under the pool lock then.
     pub(crate) fn lookup_leaf(
         &self,
         dev: u32,
         vblock: u64,
         changed: impl FnOnce() -> u64,
-        leaf: &mut KVec<(u64, Mapping)>,
-    ) -> Option<(Mapping, ReadStamp)> {
+    ) -> Option<LeafAnswer> {
         let token = self.walkers.enter()?;
         let walk = || {
             let (tree, stamp) = self.published.begin()?;
@@ -101,6 +98,7 @@ impl CommittedView {
             }
             // Without reclaim (this runs in the I/O path): no memory, no
             // walk.
+            let mut leaf = KVec::with_capacity(LEAF_MAPPINGS, GFP_NOWAIT | __GFP_NOWARN).ok()?;
             let scratch = KVec::from_elem(0u8, BLOCK_SIZE, GFP_NOWAIT | __GFP_NOWARN).ok()?;
             let scratch = RefCell::new(scratch);
             let read = |b: u64| {
@@ -108,7 +106,6 @@ impl CommittedView {
                 self.reader.copy_node(b, &mut node)?;
                 Ok(RefMut::map(node, |v| &mut v[..]))
             };
-            leaf.clear();
             let each = |k, m| {
                 let _ = leaf.push_within_capacity((k, m));
             };
@@ -116,7 +113,12 @@ impl CommittedView {
             if !self.published.still(&stamp) {
                 return None;
             }
-            found.ok().flatten().map(|m| (m, stamp))
+            let mapping = found.ok().flatten()?;
+            Some(LeafAnswer {
+                mapping,
+                stamp,
+                leaf,
+            })
         };
         let found = walk();
         self.walkers.exit(token);
