@@ -120,30 +120,17 @@ got=$(dd if=/dev/mapper/origin bs=1M count=8 iflag=direct 2>/dev/null | tr -d 'B
 echo "ok: the snapshot kept its data"
 
 # ---- writes answered from the last commit, and a snapshot of an active origin ----
-# heads_are DEV BYTE N WHAT: the first 4 KiB of blocks 0..N-1 of DEV all
-# hold the octal BYTE.
-heads_are() {
-	local b=0 n
-	while [ $b -lt "$3" ]; do
-		dd if="$1" bs=4k skip=$((b * 16)) count=1 iflag=direct 2>/dev/null
-		b=$((b + 1))
-	done >/tmp/heads
-	n=$(wc -c </tmp/heads)
-	[ "$n" = $(($3 * 4096)) ] || fail "$4: read $n bytes of $1, expected $(($3 * 4096))"
-	n=$(tr -d "\\$2" </tmp/heads | wc -c)
-	rm -f /tmp/heads
-	[ "$n" = 0 ] || fail "$4: $n bytes of $1 differ"
-}
-# write_heads DEV BYTE N: a 4 KiB O_DIRECT write of the octal BYTE at the
-# start of blocks 0..N-1 of DEV.
-write_heads() {
+# heads DEV MODEL PAT: a 4 KiB O_DIRECT write of pattern PAT at the start
+# of each of the first 64 blocks of DEV, and into MODEL (lib.sh's put).
+heads() {
 	local b=0
-	while [ $b -lt "$3" ]; do
-		tr '\000' "\\$2" </dev/zero | dd of="$1" bs=4k seek=$((b * 16)) count=1 iflag=fullblock oflag=direct 2>/dev/null ||
-			fail "write of block $b of $1"
+	while [ $b -lt 64 ]; do
+		put "$1" "$2" "$3" $((b * 65536)) 4096 1
 		b=$((b + 1))
 	done
 }
+# (Read before the reactivation: reads after it would fill the cache.)
+capture /dev/mapper/origin /tmp/origin.model 4
 run dmsetup remove snap
 run dmsetup remove origin
 run dmsetup remove pool
@@ -154,24 +141,26 @@ openpool pool $meta /dev/mapper/data $((256 * 2048))
 mkthin origin pool 2 $vol
 o=$(devno origin)
 d0=$(deferred origin) u0=$(counter pool "$o" unlocked_lookups)
-write_heads /dev/mapper/origin 103 64
+heads /dev/mapper/origin /tmp/origin.model C
 d1=$(deferred origin) u1=$(counter pool "$o" unlocked_lookups)
 echo "deferred writes to unshared committed blocks: $((d1 - d0)), answered without the pool lock: $((u1 - u0))"
 [ $((d1 - d0)) -ge 1 ] || fail "the first write after activation was not deferred ($d0 -> $d1)"
 [ $((u1 - u0)) = $((d1 - d0)) ] ||
 	fail "$((u1 - u0)) of $((d1 - d0)) deferred writes to unshared blocks were answered without the pool lock"
-heads_are /dev/mapper/origin 103 64 "the origin reads back the writes answered from the last commit"
+same /dev/mapper/origin /tmp/origin.model "the origin reads back the writes answered from the last commit"
+cp /tmp/origin.model /tmp/snap.model
 # Snapshotted while active (suspended around the message, as LVM does): its
 # entries are marked shared, so its writes go to the workers, and the
 # last commit's tree (which the snapshot's commit made) must not answer
 # them: its blocks are shared by the device's new snapshot time.
 snap pool 5 2 origin
-write_heads /dev/mapper/origin 104 64
+heads /dev/mapper/origin /tmp/origin.model D
 u2=$(counter pool "$o" unlocked_lookups)
 [ "$u2" = "$u1" ] || fail "$((u2 - u1)) writes to blocks shared with a new snapshot were answered from the last commit"
 mkthin snap pool 5 $vol
-heads_are /dev/mapper/snap 103 64 "the snapshot of an active origin keeps its data after the origin's writes"
-heads_are /dev/mapper/origin 104 64 "the origin reads back its writes after the snapshot"
+same /dev/mapper/snap /tmp/snap.model "the snapshot of an active origin keeps its data after the origin's writes"
+same /dev/mapper/origin /tmp/origin.model "the origin reads back its writes after the snapshot"
+rm -f /tmp/origin.model /tmp/snap.model
 echo "ok: writes after the snapshot of an active origin broke sharing"
 run dmsetup remove snap
 run dmsetup remove origin
