@@ -161,6 +161,11 @@ mod core_suite {
     }
 
     #[test]
+    fn mapping_cache_share_generations() {
+        assert!(crate::metadata::mapping_cache::selftest::share_generations());
+    }
+
+    #[test]
     fn mapping_cache_ranges_and_limits() {
         assert!(crate::metadata::mapping_cache::selftest::ranges_and_limits());
     }
@@ -222,6 +227,11 @@ mod glue_suite {
     #[test]
     fn mapping_cache_under_rcu() {
         assert!(crate::io::selftest::cache_under_rcu());
+    }
+
+    #[test]
+    fn pool_cache_share_generation_wraps() {
+        assert!(crate::pool::cache::selftest::share_generation_wraps());
     }
 
     #[test]

@@ -59,7 +59,7 @@ impl ThinIo {
             .pool
             .mappings
             .get(&guard)
-            .and_then(|c| c.get(self.dev_id, vblock));
+            .and_then(|c| c.get(self.dev_id, vblock, self.share_gen()));
         drop(guard);
         let to = match hit {
             Some(m) if !(write && m.shared) => self.geometry.remap(m.data_block, sector),

@@ -34,11 +34,11 @@
 //! argument.
 //!
 //! **Invalidation.** Only workers and message handlers holding the pool lock
-//! write the cache. A snapshot of the device marks its entries shared (reads
-//! stay on the fast path) and a metadata abort drops every entry; both then
-//! wait for an RCU grace period, after which no map call can still be using
-//! an old entry. A discard drops its entries and relies on the in-flight
-//! tracker instead.
+//! write the cache. A snapshot of the device raises its share generation,
+//! which makes its entries answer as shared (reads stay on the fast path),
+//! and a metadata abort drops every entry; both then wait for an RCU grace
+//! period, after which no map call can still be using an old entry. A
+//! discard drops its entries and relies on the in-flight tracker instead.
 //!
 //! | file | what |
 //! |---|---|
@@ -111,6 +111,10 @@ pub(crate) struct ThinIo {
     /// snapshot of the device, before the message returns; workers that
     /// answer a write from the last commit's tree read it without the lock.
     snapshotted_time: AtomicU32,
+    /// The device's share generation in the pool's mapping cache: an entry
+    /// published at an older one answers as shared. Set under the pool lock
+    /// (registration, snapshots); read by the map call under RCU.
+    share_gen: AtomicU32,
     pub(crate) counters: Arc<ThinCounters>,
 }
 
@@ -165,6 +169,7 @@ impl ThinIo {
                 waiters <- new_spinlock!(BioList::new(), "rthin_waiters"),
                 changed: AtomicU64::new(cfg.changed),
                 snapshotted_time: AtomicU32::new(cfg.snapshotted_time),
+                share_gen: AtomicU32::new(0),
                 counters: cfg.counters,
             }),
             GFP_KERNEL,
@@ -237,6 +242,16 @@ impl ThinIo {
     /// shared.
     pub(crate) fn note_snapshot(&self, time: u32) {
         self.snapshotted_time.fetch_max(time, Ordering::AcqRel);
+    }
+
+    /// The device's share generation in the pool's mapping cache (set
+    /// under the pool lock before a snapshot's grace period).
+    pub(crate) fn note_share_gen(&self, gen: u32) {
+        self.share_gen.store(gen, Ordering::Release);
+    }
+
+    fn share_gen(&self) -> u32 {
+        self.share_gen.load(Ordering::Acquire)
     }
 
     /// Whether a write to `mapping` must break sharing.
@@ -339,6 +354,10 @@ impl PoolMember for ThinIo {
 
     fn note_snapshot(&self, time: u32) {
         ThinIo::note_snapshot(self, time);
+    }
+
+    fn note_share_gen(&self, gen: u32) {
+        ThinIo::note_share_gen(self, gen);
     }
 }
 

@@ -294,7 +294,7 @@ impl ThinIo {
                 // waits for this bio.
                 self.track(bio);
             }
-            st.cache_new_mapping(self.dev_id, vblock, data_block);
+            st.cache_new_mapping(self.dev_id, vblock, data_block, self.share_gen());
             let counter = if copied {
                 &self.counters.sharing_broken
             } else {

@@ -50,7 +50,8 @@ impl ThinIo {
             Ok(()) => return,
             Err(bio) => bio,
         };
-        let found = match st.lookup_for(self.dev_id, vblock, dir == BioDir::Write) {
+        let write = dir == BioDir::Write;
+        let found = match st.lookup_for(self.dev_id, vblock, write, self.share_gen()) {
             Ok(found) => found,
             Err(_) => {
                 drop(st);
@@ -137,7 +138,8 @@ impl ThinIo {
         }
         self.counters.unlocked_lookups.inc();
         if let Some(st) = self.pool.try_lock() {
-            st.cache_committed_leaf(self.dev_id, &answer.stamp, self.changed_gen(), &answer.leaf);
+            let (changed, gen) = (self.changed_gen(), self.share_gen());
+            st.cache_committed_leaf(self.dev_id, &answer.stamp, changed, &answer.leaf, gen);
         }
         Ok(())
     }

@@ -32,4 +32,8 @@ pub(crate) trait PoolMember: Send + Sync {
 
     /// The device was snapshotted at `time` (its new `snapshotted_time`).
     fn note_snapshot(&self, time: u32);
+
+    /// The device's share generation in the pool's mapping cache (set when
+    /// the target registers, raised by each snapshot of the device).
+    fn note_share_gen(&self, gen: u32);
 }

@@ -172,7 +172,7 @@ impl PoolState {
     /// Registers a constructed thin target's I/O state.
     pub(crate) fn open_thin(&mut self, io: Arc<dyn PoolMember>) -> Result<(), Error> {
         let twin = self.thins.iter().any(|t| t.dev_id() == io.dev_id());
-        self.cache.note_target_of(io.dev_id())?;
+        io.note_share_gen(self.cache.note_target_of(io.dev_id())?);
         self.thins.push(io, GFP_KERNEL)?;
         self.twin_targets += usize::from(twin);
         Ok(())

@@ -12,7 +12,8 @@
 //!
 //! ```text
 //!  key:    63 .. 40  device id (24 bits)     39 .. 0  virtual block
-//!  entry:  63 .. 42  sequence   41 valid   40 shared   39 .. 0  data block
+//!  entry:  63 .. 42  sequence   41 valid   40 shared
+//!          39 .. 32  share generation (low 8 bits)   31 .. 0  data block
 //! ```
 //!
 //! Slots come in sets of [`WAYS`] (one 64-byte cache line). Consecutive
@@ -34,10 +35,20 @@
 //! the old answer (a discard relies on the module's in-flight tracker
 //! instead).
 //!
-//! dm-thin's data block numbers and device ids fit the fields (its on-disk
-//! mappings pack data blocks in 40 bits, device ids have 24); a virtual block
-//! beyond 2^40 is simply never cached. The slot memory is the glue's; this
-//! module only reads and writes it.
+//! **Snapshots without a pass over the slots.** Each device has a *share
+//! generation*, raised by every snapshot of it ([`next_share_gen`]), and an
+//! entry keeps the low bits of the generation it was published at. A reader
+//! passes the device's generation now, and an entry from an older one
+//! answers as shared: a snapshot of a device costs no pass over a table of
+//! up to millions of slots, whatever the pool's size. Only when the low bits
+//! come round again (every 256th snapshot of the device) are the device's
+//! entries marked shared one by one, so that no entry from 256 snapshots ago
+//! passes for a current one.
+//!
+//! Device ids fit the key (dm-thin's have 24 bits). Data blocks beyond 2^32
+//! (a pool of more than 256 TiB at 64 KiB blocks) and virtual blocks beyond
+//! 2^40 are simply never cached: their bios take the deferred path. The slot
+//! memory is the glue's; this module only reads and writes it.
 
 use core::sync::atomic::{fence, AtomicU64, Ordering};
 
@@ -50,10 +61,14 @@ pub const WORDS_PER_SLOT: usize = 2;
 /// The fewest slots a pool's cache has.
 pub const MIN_SLOTS: u64 = 1 << 10;
 
-const DATA_MASK: u64 = (1 << 40) - 1;
+const DATA_MASK: u64 = (1 << 32) - 1;
+const GEN_SHIFT: u32 = 32;
+/// The bits of a share generation an entry keeps.
+const GEN_LOW: u32 = 0xff;
+const GEN_MASK: u64 = (GEN_LOW as u64) << GEN_SHIFT;
 const SHARED: u64 = 1 << 40;
 const VALID: u64 = 1 << 41;
-const PAYLOAD: u64 = VALID | SHARED | DATA_MASK;
+const PAYLOAD: u64 = VALID | SHARED | GEN_MASK | DATA_MASK;
 const SEQ_ONE: u64 = 1 << 42;
 const VBLOCK_BITS: u32 = 40;
 const DEV_LIMIT: u32 = 1 << 24;
@@ -94,6 +109,20 @@ pub fn slots_for(nr_data_blocks: u64, max_slots: u64) -> u64 {
         .min(cap)
 }
 
+/// The share generation of a device after a snapshot of it taken at
+/// generation `gen`, and whether every entry of the device must be marked
+/// shared first ([`MappingCache::mark_dev_shared`]): entries keep only the
+/// low bits of their generation, which come round again at the new one.
+pub fn next_share_gen(gen: u32) -> (u32, bool) {
+    let next = gen.wrapping_add(1);
+    (next, next & GEN_LOW == 0)
+}
+
+/// The entry bits of share generation `gen`.
+fn gen_bits(gen: u32) -> u64 {
+    u64::from(gen & GEN_LOW) << GEN_SHIFT
+}
+
 /// The key of `(dev, vblock)`, if it can be cached.
 fn key_of(dev: u32, vblock: u64) -> Option<u64> {
     if dev >= DEV_LIMIT || vblock >> VBLOCK_BITS != 0 {
@@ -110,11 +139,11 @@ fn vblock_of_key(key: u64) -> u64 {
     key & ((1 << VBLOCK_BITS) - 1)
 }
 
-fn entry_of(m: CachedMapping) -> Option<u64> {
+fn entry_of(m: CachedMapping, gen: u32) -> Option<u64> {
     if m.data_block > DATA_MASK {
         return None;
     }
-    Some(VALID | if m.shared { SHARED } else { 0 } | m.data_block)
+    Some(VALID | if m.shared { SHARED } else { 0 } | gen_bits(gen) | m.data_block)
 }
 
 /// The same entry with a new payload and the next sequence number.
@@ -227,22 +256,26 @@ impl<'a> MappingCache<'a> {
         (0..n).filter_map(move |i| self.slot(i))
     }
 
-    /// The cached mapping of `vblock` of device `dev`, if any (lock-free).
-    pub fn get(&self, dev: u32, vblock: u64) -> Option<CachedMapping> {
+    /// The cached mapping of `vblock` of device `dev`, if any (lock-free),
+    /// for a reader that knows the device's share generation `gen`: an
+    /// entry published before the device's last snapshot answers as
+    /// shared.
+    pub fn get(&self, dev: u32, vblock: u64, gen: u32) -> Option<CachedMapping> {
         let key = key_of(dev, vblock)?;
         let e = self.ways(dev, vblock).find_map(|s| s.read(key))?;
         Some(CachedMapping {
             data_block: e & DATA_MASK,
-            shared: e & SHARED != 0,
+            shared: e & SHARED != 0 || e & GEN_MASK != gen_bits(gen),
         })
     }
 
-    /// Records the mapping of `vblock` of device `dev`, in the slot that
-    /// holds it, else a free way of its set, else its preferred way (the
-    /// entry there is dropped). Writers only, one at a time. Returns false,
-    /// caching nothing, if the block cannot be represented.
-    pub fn publish(&self, dev: u32, vblock: u64, m: CachedMapping) -> bool {
-        let (Some(key), Some(payload)) = (key_of(dev, vblock), entry_of(m)) else {
+    /// Records the mapping of `vblock` of device `dev` at the device's share
+    /// generation `gen`, in the slot that holds it, else a free way of its
+    /// set, else its preferred way (the entry there is dropped). Writers
+    /// only, one at a time. Returns false, caching nothing, if the block
+    /// cannot be represented.
+    pub fn publish(&self, dev: u32, vblock: u64, m: CachedMapping, gen: u32) -> bool {
+        let (Some(key), Some(payload)) = (key_of(dev, vblock), entry_of(m, gen)) else {
             return false;
         };
         let mut preferred = None;
@@ -307,9 +340,10 @@ impl<'a> MappingCache<'a> {
         self.invalidate_range(dev, 0, u64::MAX);
     }
 
-    /// Marks every cached mapping of device `dev` shared (it was
-    /// snapshotted: its blocks stay readable in place, writes must break
-    /// sharing). Writers only.
+    /// Marks every cached mapping of device `dev` shared (its blocks stay
+    /// readable in place, writes must break sharing): a snapshot of the
+    /// device whose share generation's low bits came round again
+    /// ([`next_share_gen`]). Writers only.
     pub fn mark_dev_shared(&self, dev: u32) {
         let dev = u64::from(dev);
         for slot in self.all_slots() {
@@ -354,21 +388,21 @@ pub mod selftest {
         let Some(c) = MappingCache::new(&words) else {
             return false;
         };
-        let mut ok = c.get(1, 3).is_none();
-        ok &= c.publish(1, 3, m(77, false));
-        ok &= c.get(1, 3) == Some(m(77, false));
+        let mut ok = c.get(1, 3, 0).is_none();
+        ok &= c.publish(1, 3, m(77, false), 0);
+        ok &= c.get(1, 3, 0) == Some(m(77, false));
         // Same block of another device: a different key.
-        ok &= c.get(2, 3).is_none();
-        ok &= c.publish(2, 3, m(5, true));
-        ok &= c.get(2, 3) == Some(m(5, true)) && c.get(1, 3) == Some(m(77, false));
+        ok &= c.get(2, 3, 0).is_none();
+        ok &= c.publish(2, 3, m(5, true), 0);
+        ok &= c.get(2, 3, 0) == Some(m(5, true)) && c.get(1, 3, 0) == Some(m(77, false));
         // Replacing keeps one slot for the key.
-        ok &= c.publish(1, 3, m(78, true)) && c.get(1, 3) == Some(m(78, true));
+        ok &= c.publish(1, 3, m(78, true), 0) && c.get(1, 3, 0) == Some(m(78, true));
         ok &= c.count() == 2;
         // Invalidating a block that is not cached changes nothing.
         c.invalidate(1, 4);
         ok &= c.count() == 2;
         c.invalidate(1, 3);
-        ok &= c.get(1, 3).is_none() && c.get(2, 3) == Some(m(5, true));
+        ok &= c.get(1, 3, 0).is_none() && c.get(2, 3, 0) == Some(m(5, true));
         ok
     }
 
@@ -380,11 +414,11 @@ pub mod selftest {
             return false;
         };
         let slots = 8 * WAYS as u64;
-        let mut ok = (0..slots).all(|v| c.publish(7, v, m(v + 100, false)));
-        ok &= (0..slots).all(|v| c.get(7, v) == Some(m(v + 100, false)));
-        ok &= c.publish(7, slots, m(1, false)) && c.get(7, slots) == Some(m(1, false));
+        let mut ok = (0..slots).all(|v| c.publish(7, v, m(v + 100, false), 0));
+        ok &= (0..slots).all(|v| c.get(7, v, 0) == Some(m(v + 100, false)));
+        ok &= c.publish(7, slots, m(1, false), 0) && c.get(7, slots, 0) == Some(m(1, false));
         ok &= c.count() == slots;
-        ok &= (0..slots).filter(|&v| c.get(7, v).is_none()).count() == 1;
+        ok &= (0..slots).filter(|&v| c.get(7, v, 0).is_none()).count() == 1;
         ok
     }
 
@@ -397,14 +431,46 @@ pub mod selftest {
         };
         let mut ok = true;
         for v in 0..8 {
-            ok &= c.publish(1, v, m(v, false)) && c.publish(2, v, m(v + 8, false));
+            ok &= c.publish(1, v, m(v, false), 0) && c.publish(2, v, m(v + 8, false), 0);
         }
         c.mark_dev_shared(1);
-        ok &= (0..8).all(|v| c.get(1, v) == Some(m(v, true)));
-        ok &= (0..8).all(|v| c.get(2, v) == Some(m(v + 8, false)));
+        ok &= (0..8).all(|v| c.get(1, v, 0) == Some(m(v, true)));
+        ok &= (0..8).all(|v| c.get(2, v, 0) == Some(m(v + 8, false)));
         c.invalidate_dev(2);
-        ok &= (0..8).all(|v| c.get(2, v).is_none() && c.get(1, v).is_some());
+        ok &= (0..8).all(|v| c.get(2, v, 0).is_none() && c.get(1, v, 0).is_some());
         ok && c.count() == 8
+    }
+
+    /// A snapshot of a device (the next share generation) makes every entry
+    /// it had answer as shared, without a pass over the slots, through two
+    /// wraps of the generation's low bits; entries published at the new
+    /// generation are unshared, and other devices keep theirs.
+    pub fn share_generations() -> bool {
+        let words: [AtomicU64; 16 * SET_WORDS] = [const { AtomicU64::new(0) }; 16 * SET_WORDS];
+        let Some(c) = MappingCache::new(&words) else {
+            return false;
+        };
+        // Blocks 0..8 of device 1 published once each, at generations 0..8;
+        // block 9 republished at every generation; device 2 never snapshotted.
+        let mut ok = (0..8).all(|v| c.publish(2, v, m(v + 50, false), 0));
+        let mut gen = 0u32;
+        for round in 0..600u32 {
+            if round < 8 {
+                ok &= c.publish(1, u64::from(round), m(u64::from(round), false), gen);
+            }
+            ok &= c.publish(1, 9, m(9, false), gen) && c.get(1, 9, gen) == Some(m(9, false));
+            let (next, wrapped) = next_share_gen(gen);
+            ok &= wrapped == (next % 256 == 0);
+            if wrapped {
+                c.mark_dev_shared(1);
+            }
+            gen = next;
+            ok &= (0..8).all(|v| c.get(1, v, gen).is_none_or(|e| e.shared));
+            ok &= c.get(1, 9, gen) == Some(m(9, true));
+        }
+        ok &= (0..8).all(|v| c.get(1, v, gen) == Some(m(v, true)));
+        ok &= (0..8).all(|v| c.get(2, v, 0) == Some(m(v + 50, false)));
+        ok && next_share_gen(u32::MAX) == (0, true)
     }
 
     /// Ranges, the whole-array walk, clearing and unrepresentable values.
@@ -415,24 +481,24 @@ pub mod selftest {
         };
         let mut ok = true;
         for v in 4..8 {
-            ok &= c.publish(3, v, m(v, false));
+            ok &= c.publish(3, v, m(v, false), 0);
         }
         // A short range tests blocks one by one.
         c.invalidate_range(3, 5, 7);
-        ok &= c.get(3, 4).is_some() && c.get(3, 5).is_none() && c.get(3, 6).is_none();
-        ok &= c.get(3, 7).is_some();
+        ok &= c.get(3, 4, 0).is_some() && c.get(3, 5, 0).is_none() && c.get(3, 6, 0).is_none();
+        ok &= c.get(3, 7, 0).is_some();
         // A long range walks the slots and keeps blocks outside it.
         c.invalidate_range(3, 0, 7);
-        ok &= c.get(3, 4).is_none() && c.get(3, 7) == Some(m(7, false));
+        ok &= c.get(3, 4, 0).is_none() && c.get(3, 7, 0) == Some(m(7, false));
         c.clear();
-        ok &= c.get(3, 7).is_none() && c.count() == 0;
-        // Data blocks beyond 40 bits, virtual blocks beyond 40 bits and
+        ok &= c.get(3, 7, 0).is_none() && c.count() == 0;
+        // Data blocks beyond 32 bits, virtual blocks beyond 40 bits and
         // device ids beyond 24 bits are not cached.
-        ok &= !c.publish(1, 1, m(1 << 40, false));
-        ok &= !c.publish(1, 1 << 40, m(1, false)) && c.get(1, 1 << 40).is_none();
-        ok &= !c.publish(1 << 24, 1, m(1, false));
-        ok &= c.publish((1 << 24) - 1, (1 << 40) - 1, m(DATA_MASK, true));
-        ok &= c.get((1 << 24) - 1, (1 << 40) - 1) == Some(m(DATA_MASK, true));
+        ok &= !c.publish(1, 1, m(1 << 32, false), 0);
+        ok &= !c.publish(1, 1 << 40, m(1, false), 0) && c.get(1, 1 << 40, 0).is_none();
+        ok &= !c.publish(1 << 24, 1, m(1, false), 0);
+        ok &= c.publish((1 << 24) - 1, (1 << 40) - 1, m(DATA_MASK, true), 0);
+        ok &= c.get((1 << 24) - 1, (1 << 40) - 1, 0) == Some(m(DATA_MASK, true));
         // Slot counts.
         ok &= slots_for(0, 1 << 20) == MIN_SLOTS && slots_for(5000, 1 << 20) == 16384;
         ok &= slots_for(1 << 30, 3 << 20) == 2 << 20 && slots_for(1 << 30, 0) == MIN_SLOTS;
@@ -447,7 +513,7 @@ pub mod selftest {
     pub fn writer_round(c: &MappingCache<'_>, round: u64) {
         for v in 0..64u64 {
             let dev = (v % 2) as u32 + 1;
-            c.publish(dev, v, m(expected(dev, v) + round % 5, round % 2 == 0));
+            c.publish(dev, v, m(expected(dev, v) + round % 5, round % 2 == 0), 0);
             if (round + v) % 3 == 0 {
                 c.invalidate(dev, v);
             }
@@ -466,7 +532,7 @@ pub mod selftest {
     pub fn reader_pass(c: &MappingCache<'_>) -> bool {
         (0..64u64).all(|v| {
             let dev = (v % 2) as u32 + 1;
-            c.get(dev, v)
+            c.get(dev, v, 0)
                 .is_none_or(|hit| hit.data_block >> 8 == expected(dev, v) >> 8)
         })
     }
@@ -492,6 +558,11 @@ mod tests {
     }
 
     #[test]
+    fn share_generations() {
+        assert!(selftest::share_generations());
+    }
+
+    #[test]
     fn ranges_and_limits() {
         assert!(selftest::ranges_and_limits());
     }
@@ -513,14 +584,14 @@ mod tests {
                     data_block: u64::from(dev) * 100 + v,
                     shared: false,
                 };
-                assert!(c.publish(dev, v, m));
+                assert!(c.publish(dev, v, m, 0));
             }
         }
         let cached = (10..=1000u32)
             .step_by(10)
             .flat_map(|dev| (0..32u64).map(move |v| (dev, v)))
             .filter(|&(dev, v)| {
-                c.get(dev, v)
+                c.get(dev, v, 0)
                     .is_some_and(|m| m.data_block == u64::from(dev) * 100 + v)
             })
             .count();
