@@ -29,11 +29,11 @@
 //! to an entry bumps its sequence, and a writer that changes a slot's key
 //! first stores an invalid entry, so a reader that sees the same entry twice
 //! read a key that belongs to it. A reader that loses a race simply misses
-//! (its bio takes the deferred path). Whoever invalidates slots or marks
-//! them shared (a snapshot of the device, its deletion, a metadata abort)
-//! waits for an RCU grace period before relying on no map call still using
-//! the old answer (a discard relies on the module's in-flight tracker
-//! instead).
+//! (its bio takes the deferred path). Whoever invalidates slots or makes
+//! them answer as shared (a snapshot of the device, below; its deletion; a
+//! metadata abort) waits for an RCU grace period before relying on no map
+//! call still using the old answer (a discard relies on the module's
+//! in-flight tracker instead).
 //!
 //! **Snapshots without a pass over the slots.** Each device has a *share
 //! generation*, raised by every snapshot of it ([`next_share_gen`]), and an
