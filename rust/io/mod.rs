@@ -146,6 +146,9 @@ pub(crate) struct ThinIoConfig {
     pub(crate) changed: u64,
     /// The device's `snapshotted_time`.
     pub(crate) snapshotted_time: u32,
+    /// The device's share generation in the pool's mapping cache
+    /// (`PoolCache::note_target_of`).
+    pub(crate) share_gen: u32,
 }
 
 impl ThinIo {
@@ -169,7 +172,7 @@ impl ThinIo {
                 waiters <- new_spinlock!(BioList::new(), "rthin_waiters"),
                 changed: AtomicU64::new(cfg.changed),
                 snapshotted_time: AtomicU32::new(cfg.snapshotted_time),
-                share_gen: AtomicU32::new(0),
+                share_gen: AtomicU32::new(cfg.share_gen),
                 counters: cfg.counters,
             }),
             GFP_KERNEL,
@@ -239,15 +242,11 @@ impl ThinIo {
     }
 
     /// The device was snapshotted at `time`: its mappings made before are
-    /// shared.
-    pub(crate) fn note_snapshot(&self, time: u32) {
+    /// shared, and its cache entries from before `share_gen` answer so
+    /// (under the pool lock, before the snapshot's grace period).
+    pub(crate) fn note_snapshot(&self, time: u32, share_gen: u32) {
         self.snapshotted_time.fetch_max(time, Ordering::AcqRel);
-    }
-
-    /// The device's share generation in the pool's mapping cache (set
-    /// under the pool lock before a snapshot's grace period).
-    pub(crate) fn note_share_gen(&self, gen: u32) {
-        self.share_gen.store(gen, Ordering::Release);
+        self.share_gen.store(share_gen, Ordering::Release);
     }
 
     fn share_gen(&self) -> u32 {
@@ -352,12 +351,8 @@ impl PoolMember for ThinIo {
         ThinIo::changed_gen(self)
     }
 
-    fn note_snapshot(&self, time: u32) {
-        ThinIo::note_snapshot(self, time);
-    }
-
-    fn note_share_gen(&self, gen: u32) {
-        ThinIo::note_share_gen(self, gen);
+    fn note_snapshot(&self, time: u32, share_gen: u32) {
+        ThinIo::note_snapshot(self, time, share_gen);
     }
 }
 

@@ -15,7 +15,7 @@ use kernel::{prelude::*, sync::rcu};
 use super::PoolState;
 use crate::{
     core_error::CoreError,
-    glue::rcu_box::{synchronize_rcu_expedited, RcuBox, RcuReader},
+    glue::rcu_box::{RcuBox, RcuReader},
     metadata::committed::ReadStamp,
     metadata::mapping_cache::{
         next_share_gen, slots_for, CachedMapping, MappingCache, WORDS_PER_SLOT,
@@ -115,7 +115,7 @@ impl PoolCache {
     /// makes every entry it has answer as shared; `None` if the cache holds
     /// none of its mappings. Marks the entries shared one by one when the
     /// generation's low bits come round again.
-    fn next_share_gen(&mut self, dev: u32) -> Option<u32> {
+    pub(super) fn next_share_gen(&mut self, dev: u32) -> Option<u32> {
         let f = self.filled_devs.iter_mut().find(|f| f.dev == dev)?;
         let (gen, wrapped) = next_share_gen(f.share_gen);
         f.share_gen = gen;
@@ -177,26 +177,6 @@ impl PoolState {
             c.clear();
         }
         rcu::synchronize_rcu();
-    }
-
-    /// Makes the cached mappings of thin device `dev` answer as shared (it
-    /// was snapshotted): raises its share generation, here and on its live
-    /// targets, and waits until no map call can still remap a write with an
-    /// older one; reads keep their fast path. No pass over the slots, except
-    /// at every 256th snapshot of the device (`PoolCache::next_share_gen`).
-    /// A device that never had a target has nothing cached, and no map call.
-    /// The wait is expedited: it is part of the `create_snap` message, which
-    /// LVM sends with the origin suspended, and a normal grace period made
-    /// the message 5-10 ms slower than dm-thin's under TCG (and costs
-    /// milliseconds on hardware too).
-    pub(super) fn mark_mappings_shared(&mut self, dev: u32) {
-        let Some(gen) = self.cache.next_share_gen(dev) else {
-            return;
-        };
-        for t in self.thins.iter().filter(|t| t.dev_id() == dev) {
-            t.note_share_gen(gen);
-        }
-        synchronize_rcu_expedited();
     }
 
     /// The mapping of `vblock` of thin device `dev` as (data block,

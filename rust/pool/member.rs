@@ -30,10 +30,7 @@ pub(crate) trait PoolMember: Send + Sync {
     /// The change generation its durable bios depend on.
     fn changed_gen(&self) -> u64;
 
-    /// The device was snapshotted at `time` (its new `snapshotted_time`).
-    fn note_snapshot(&self, time: u32);
-
-    /// The device's share generation in the pool's mapping cache (set when
-    /// the target registers, raised by each snapshot of the device).
-    fn note_share_gen(&self, gen: u32);
+    /// The device was snapshotted at `time` (its new `snapshotted_time`);
+    /// its share generation in the pool's mapping cache is `share_gen` now.
+    fn note_snapshot(&self, time: u32, share_gen: u32);
 }

@@ -20,11 +20,7 @@ impl PoolState {
             } => {
                 let r = self.md.create_snap(dev_id.into(), origin_id.into());
                 if r.is_ok() {
-                    // The origin's blocks are shared now: its writes must
-                    // stop taking the fast path and stop being answered
-                    // from the last commit's tree; its reads need not.
                     self.note_snapshot_of(origin_id);
-                    self.mark_mappings_shared(origin_id);
                 }
                 r
             }

@@ -121,6 +121,7 @@ impl TargetOps for Thin {
                 counters,
                 changed: st.thin_changed_floor(parsed.dev_id),
                 snapshotted_time: details.snapshotted_time,
+                share_gen: st.note_target_of(parsed.dev_id).map_err(|_| oom)?,
             };
             let io = ThinIo::new(pool.clone(), cfg).map_err(|_| oom)?;
             if st.open_thin(io.clone()).is_err() {
