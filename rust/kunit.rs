@@ -235,6 +235,11 @@ mod glue_suite {
     }
 
     #[test]
+    fn pool_cache_deleted_devs_are_forgotten() {
+        assert!(crate::pool::cache::selftest::deleted_devs_are_forgotten());
+    }
+
+    #[test]
     fn committed_tree_under_commits() {
         assert!(crate::pool::committed::selftest::committed_tree_under_commits());
     }

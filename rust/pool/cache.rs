@@ -62,16 +62,27 @@ fn wanted_slots(nr_data_blocks: u64) -> u64 {
     slots_for(nr_data_blocks, max_bytes / SLOT_BYTES)
 }
 
+/// How many deleted devices may leave entries in the cache before one pass
+/// over the slots drops them all.
+const DELETED_DEVS_MAX: usize = 64;
+
 /// The writers' handle (the pool lock's holder).
 pub(crate) struct PoolCache {
     slots: RcuBox<CacheSlots>,
     /// The thin devices that may have entries: every device that had a
     /// target since the pool object was made (only a target's bios fill the
     /// cache), with its share generation (`mapping_cache`'s
-    /// `next_share_gen`). Deleting any other device needs no pass over the
-    /// slots, which would cost a pass per message for the thousands of
-    /// snapshots LVM users keep.
+    /// `next_share_gen`). Deleting any other device leaves nothing behind,
+    /// as for the thousands of snapshots LVM users keep.
     filled_devs: KVec<FilledDev>,
+    /// Deleted devices that had a target: their entries may still be in the
+    /// slots, where nothing reads them (a deleted device has no target, and
+    /// every lookup is a target's). A new target of a device with one of
+    /// these ids drops them first (ids are reused); once the list is full,
+    /// one pass drops them all. So a delete costs no pass over the slots,
+    /// which are sized by the pool (64 MiB in any pool over 64 GiB): the
+    /// `lvremove` of a thin that was active.
+    deleted_devs: KVec<u32>,
 }
 
 /// A thin device that may have entries in the cache.
@@ -94,16 +105,27 @@ impl PoolCache {
         let reader = PoolCacheReader {
             slots: slots.reader(),
         };
-        let filled_devs = KVec::new();
-        Ok((Self { slots, filled_devs }, reader))
+        let cache = Self {
+            slots,
+            filled_devs: KVec::new(),
+            deleted_devs: KVec::with_capacity(DELETED_DEVS_MAX, GFP_KERNEL)?,
+        };
+        Ok((cache, reader))
     }
 
     /// Notes that thin device `dev` has a target now: its bios may fill the
     /// cache. Returns the device's share generation, which the target reads
-    /// and publishes with.
+    /// and publishes with. A deleted device's entries under the same id are
+    /// dropped first.
     pub(crate) fn note_target_of(&mut self, dev: u32) -> Result<u32> {
         if let Some(f) = self.filled_devs.iter().find(|f| f.dev == dev) {
             return Ok(f.share_gen);
+        }
+        if let Some(i) = self.deleted_devs.iter().position(|&d| d == dev) {
+            if let Some(c) = self.get() {
+                c.invalidate_dev(dev);
+            }
+            let _ = self.deleted_devs.remove(i);
         }
         let share_gen = 0;
         self.filled_devs
@@ -128,14 +150,36 @@ impl PoolCache {
     }
 
     /// Forgets the mappings of thin device `dev` (it was deleted; no target
-    /// of it is left to read them).
+    /// of it is left to read them): notes them for a later pass
+    /// ([`Self::deleted_devs`]).
     pub(super) fn forget_dev(&mut self, dev: u32) {
-        if let Some(i) = self.filled_devs.iter().position(|f| f.dev == dev) {
-            let _ = self.filled_devs.remove(i);
-            if let Some(c) = self.get() {
-                c.invalidate_dev(dev);
-            }
+        let Some(i) = self.filled_devs.iter().position(|f| f.dev == dev) else {
+            return;
+        };
+        let _ = self.filled_devs.remove(i);
+        if self.deleted_devs.len() == DELETED_DEVS_MAX {
+            self.forget_deleted();
         }
+        // Cannot fail: the list was made with room for the most it holds.
+        let _ = self.deleted_devs.push_within_capacity(dev);
+    }
+
+    /// Drops the entries of every device in `deleted_devs`, in one pass.
+    fn forget_deleted(&mut self) {
+        self.deleted_devs.as_mut_slice().sort_unstable();
+        if let Some(c) = self.get() {
+            c.invalidate_devs(&self.deleted_devs);
+        }
+        self.deleted_devs.clear();
+    }
+
+    /// Forgets every entry (the metadata rolled back). Map calls may still
+    /// read the old ones until the next RCU grace period.
+    fn clear(&mut self) {
+        if let Some(c) = self.get() {
+            c.clear();
+        }
+        self.deleted_devs.clear();
     }
 
     /// The cache, for a writer.
@@ -153,6 +197,7 @@ impl PoolCache {
         }
         if let Ok(bigger) = CacheSlots::new(wanted) {
             self.slots.replace(bigger);
+            self.deleted_devs.clear();
         }
     }
 
@@ -172,10 +217,8 @@ impl PoolCacheReader {
 impl PoolState {
     /// Forgets every cached mapping (the metadata rolled back) and waits
     /// until no map call can still use one.
-    pub(super) fn forget_mappings(&self) {
-        if let Some(c) = self.cache.get() {
-            c.clear();
-        }
+    pub(super) fn forget_mappings(&mut self) {
+        self.cache.clear();
         rcu::synchronize_rcu();
     }
 
@@ -294,5 +337,36 @@ pub(crate) mod selftest {
                 .is_some_and(|m| m.shared);
         }
         ok && cache.next_share_gen(8).is_none() && cache.note_target_of(7).ok() == Some(gen)
+    }
+
+    /// A deleted device's entries answer no new target of a device with the
+    /// same id; they stay in the slots until then (a delete makes no pass),
+    /// or until the list of deleted devices is full, when one pass drops
+    /// them all; a live device keeps its entries throughout.
+    pub(crate) fn deleted_devs_are_forgotten() -> bool {
+        let Ok((mut cache, _reader)) = PoolCache::new(4096) else {
+            return false;
+        };
+        let at = |data_block| CachedMapping {
+            data_block,
+            shared: false,
+        };
+        let publish =
+            |cache: &PoolCache, dev, b| cache.get().is_some_and(|c| c.publish(dev, b, at(b), 0));
+        let cached =
+            |cache: &PoolCache, dev, b| cache.get().and_then(|c| c.get(dev, b, 0)).is_some();
+        let mut ok = cache.note_target_of(1).is_ok() && publish(&cache, 1, 5);
+        ok &= cache.note_target_of(7).is_ok() && publish(&cache, 7, 3);
+        cache.forget_dev(7);
+        ok &= cached(&cache, 7, 3);
+        ok &= cache.note_target_of(7).ok() == Some(0) && !cached(&cache, 7, 3);
+        let first = 100;
+        let last = first + DELETED_DEVS_MAX as u32;
+        for dev in first..=last {
+            ok &= cache.note_target_of(dev).is_ok() && publish(&cache, dev, 0);
+            cache.forget_dev(dev);
+        }
+        ok &= (first..last).all(|dev| !cached(&cache, dev, 0));
+        ok && cached(&cache, last, 0) && cached(&cache, 1, 5)
     }
 }

@@ -337,7 +337,20 @@ impl<'a> MappingCache<'a> {
 
     /// Forgets every mapping of device `dev` (it was deleted). Writers only.
     pub fn invalidate_dev(&self, dev: u32) {
-        self.invalidate_range(dev, 0, u64::MAX);
+        self.invalidate_devs(&[dev]);
+    }
+
+    /// Forgets every mapping of the devices in `devs`, which is sorted
+    /// (deleted devices, gathered for one pass over the slots). Writers only.
+    pub fn invalidate_devs(&self, devs: &[u32]) {
+        for slot in self.all_slots() {
+            if let Some((k, _)) = slot.held() {
+                let dev = u32::try_from(dev_of_key(k)).unwrap_or(u32::MAX);
+                if devs.binary_search(&dev).is_ok() {
+                    slot.invalidate();
+                }
+            }
+        }
     }
 
     /// Marks every cached mapping of device `dev` shared (its blocks stay
@@ -423,7 +436,8 @@ pub mod selftest {
     }
 
     /// Marking a device shared keeps its mappings (now shared) and leaves
-    /// other devices alone; deleting a device forgets only its mappings.
+    /// other devices alone; deleting a device, or several in one pass,
+    /// forgets only their mappings.
     pub fn per_device_changes() -> bool {
         let words: [AtomicU64; 16 * SET_WORDS] = [const { AtomicU64::new(0) }; 16 * SET_WORDS];
         let Some(c) = MappingCache::new(&words) else {
@@ -438,6 +452,15 @@ pub mod selftest {
         ok &= (0..8).all(|v| c.get(2, v, 0) == Some(m(v + 8, false)));
         c.invalidate_dev(2);
         ok &= (0..8).all(|v| c.get(2, v, 0).is_none() && c.get(1, v, 0).is_some());
+        ok &= c.count() == 8;
+        for v in 0..4 {
+            for dev in [3, 4, 5, 9] {
+                ok &= c.publish(dev, v, m(v, false), 0);
+            }
+        }
+        c.invalidate_devs(&[1, 4, 9]);
+        ok &= (0..8).all(|v| c.get(1, v, 0).is_none());
+        ok &= (0..4).all(|v| c.get(3, v, 0).is_some() && c.get(5, v, 0).is_some());
         ok && c.count() == 8
     }
 
