@@ -34,6 +34,7 @@ CASE_TITLES = {
     "c6-fstrim": "6. fstrim of an ext4 after 4,000 small files were deleted",
     "c6-snap-create": "6. snapshot create (suspend, message, resume)",
     "c6-snap-delete": "6. snapshot delete (message)",
+    "c6-thin-delete": "6. delete of a thin that was active (message, as in lvremove)",
     "c6-dmsetup-floor": "6. floor: one `dmsetup info` of the pool (process start + ioctl)",
     "c7-fill": "7. provisioning fill: 1 MiB direct writes over a fresh large volume, zeroing off",
     "c7-large-randread": "7. 4k random read, iodepth 32, numjobs 2, large fully provisioned volume",

@@ -228,7 +228,7 @@ errmsg() { cat "$ERR.msg" 2>/dev/null; }
 teardown() {
 	local d
 	alive "$1" || return 0
-	for d in $(dmsetup ls 2>/dev/null | awk '{print $1}' | grep -E "^bench-$1(-pool|-meta)?\$"); do
+	for d in $(dmsetup ls 2>/dev/null | awk '{print $1}' | grep -E "^bench-$1(-pool|-meta|-used)?\$"); do
 		case $d in *-pool | *-meta) ;; *) dmsetup remove --force "$d" >/dev/null 2>&1 ;; esac
 	done
 	dmsetup remove "bench-$1-pool" >/dev/null 2>&1
@@ -546,8 +546,22 @@ case6() {
 	checkpoint "c6 snapshots"
 }
 
+# used_thin TARGET ID: thin ID created in the target's pool, active for one
+# 1 MiB write, then removed (what lvcreate, use and lvchange -an leave).
+used_thin() {
+	local p rc=0
+	p=$(pool "$1")
+	CUR=$1
+	try dmsetup message "$p" 0 "create_thin $2" &&
+		try dmsetup create "bench-$1-used" --table "0 2048 $(thin_target "$1") /dev/mapper/$p $2" || return 1
+	try dd if=/dev/urandom of="/dev/mapper/bench-$1-used" bs=1M count=1 oflag=direct || rc=1
+	try dmsetup remove "bench-$1-used" || rc=1
+	return $rc
+}
+
 # snap_latency VARIANT MIB: snapshot create and delete of a volume with MIB
-# MiB written, and the cost of a bare dmsetup call beside them.
+# MiB written, the delete of a thin that was active, and the cost of a bare
+# dmsetup call beside them.
 snap_latency() {
 	local v=$1 mib=$2 r t id
 	say "c6 snapshot create and delete, $v"
@@ -563,6 +577,10 @@ snap_latency() {
 			timed c6-snap-create "$v" "$t" "$r" snap_cmds "$t" $id || continue
 			set_snap_id "$t" $id
 			timed c6-snap-delete "$v" "$t" "$r" dmsetup message "$(pool "$t")" 0 "delete $id"
+			# lvremove of a thin that was active: the delete after its table went.
+			id=$((1000 + r))
+			used_thin "$t" $id || { record c6-thin-delete "$v" "$t" "$r" error "$(errmsg)"; continue; }
+			timed c6-thin-delete "$v" "$t" "$r" dmsetup message "$(pool "$t")" 0 "delete $id"
 			# What any dmsetup call costs here, to read the two above against.
 			timed c6-dmsetup-floor "$v" "$t" "$r" dmsetup info "$(pool "$t")"
 		done
