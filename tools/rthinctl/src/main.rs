@@ -127,7 +127,7 @@ enum Cmd {
         #[command(flatten)]
         view: ViewArgs,
     },
-    /// Poll pool usage: fill rate and time to full; wakes early on DM events.
+    /// Poll pool usage: fill rate and time to full; wakes early on a watched pool's DM event.
     Watch(watch::WatchArgs),
     /// Create a thin device in a pool (message create_thin).
     #[command(alias = "create_thin")]

@@ -3,8 +3,10 @@
 //! full. Between samples it waits on the device-mapper event poll
 //! (DM_DEV_ARM_POLL + poll on /dev/mapper/control), so a low-water or mode
 //! change event prints a sample at once. The poll wakes for an event of any
-//! device; a pool is marked as having had one only if its own event counter
-//! moved since the last sample.
+//! device, and dm raises one when it swaps in a new table too, before the
+//! pool's preresume has run (and changed its mode): watch samples early only
+//! once the event counter of a pool it watches has moved, and marks the
+//! pools whose own counter moved since the last sample.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -223,25 +225,40 @@ pub fn watch(ctx: &Ctx, t: &dyn Transport, a: &WatchArgs) -> Result<i32> {
         if a.count.is_some_and(|c| n >= c) {
             return Ok(exit::OK);
         }
-        // Wait for the interval, or less if a DM event arrives.
-        let deadline = Instant::now() + interval;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            match t.wait_event(left) {
-                Ok(true) => break,
-                Ok(false) => {}
-                Err(_) => std::thread::sleep(left),
-            }
+        wait_for_sample(t, interval, &events);
+    }
+}
+
+/// Waits for `interval`, or less if the event counter of a pool in `events`
+/// (each pool's counter at the last sample) moves.
+fn wait_for_sample(t: &dyn Transport, interval: Duration, events: &HashMap<String, u32>) {
+    let deadline = Instant::now() + interval;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        match t.wait_event(left) {
+            Ok(true) if pool_event(t, events) => return,
+            Ok(_) => {}
+            Err(_) => std::thread::sleep(left),
         }
     }
+}
+
+/// True if the event counter of a pool sampled last time has moved since
+/// (or the pool can no longer be read: the next sample says why).
+fn pool_event(t: &dyn Transport, events: &HashMap<String, u32>) -> bool {
+    events
+        .iter()
+        .any(|(name, &nr)| t.table(name).map_or(true, |(info, _)| info.event_nr != nr))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dm::{DevInfo, DmErr, Owner, Target};
+    use crate::status::DevT;
 
     #[test]
     fn rate_and_time_to_full() {
@@ -264,6 +281,94 @@ mod tests {
         let mut r = Rate::default();
         r.add(1.0, 0, 10, 5.0);
         assert_eq!(r.add(1.0, 5, 10, 5.0), (None, None));
+    }
+
+    /// A transport whose every poll reports a DM event at once and whose
+    /// one pool, `p`, has event counter `event_nr`.
+    struct Events {
+        event_nr: u32,
+    }
+
+    impl Transport for Events {
+        fn driver_version(&self) -> std::result::Result<(u32, u32, u32), DmErr> {
+            Err(no_such())
+        }
+        fn target_versions(&self) -> std::result::Result<Vec<(String, u32, u32, u32)>, DmErr> {
+            Err(no_such())
+        }
+        fn list(&self) -> std::result::Result<Vec<(String, DevT)>, DmErr> {
+            Err(no_such())
+        }
+        fn table(&self, name: &str) -> std::result::Result<(DevInfo, Vec<Target>), DmErr> {
+            if name != "p" {
+                return Err(no_such());
+            }
+            let info = DevInfo {
+                dev: DevT {
+                    major: 253,
+                    minor: 0,
+                },
+                open_count: 0,
+                event_nr: self.event_nr,
+                suspended: false,
+                active: true,
+                owner: Owner::None,
+            };
+            Ok((info, Vec::new()))
+        }
+        fn status(
+            &self,
+            name: &str,
+            _noflush: bool,
+        ) -> std::result::Result<(DevInfo, Vec<Target>), DmErr> {
+            self.table(name)
+        }
+        fn deps(&self, _name: &str) -> std::result::Result<Vec<DevT>, DmErr> {
+            Err(no_such())
+        }
+        fn message(&self, _name: &str, _msg: &str) -> std::result::Result<Option<String>, DmErr> {
+            Err(no_such())
+        }
+        fn suspend(&self, _name: &str) -> std::result::Result<(), DmErr> {
+            Err(no_such())
+        }
+        fn resume(&self, _name: &str) -> std::result::Result<(), DmErr> {
+            Err(no_such())
+        }
+        fn wait_event(&self, timeout: Duration) -> std::result::Result<bool, DmErr> {
+            std::thread::sleep(timeout.min(Duration::from_millis(5)));
+            Ok(true)
+        }
+    }
+
+    fn no_such() -> DmErr {
+        DmErr {
+            errno: Some(6),
+            text: "no such device".into(),
+        }
+    }
+
+    #[test]
+    fn samples_early_only_for_a_watched_pools_event() {
+        let sampled = HashMap::from([("p".to_string(), 4)]);
+        // Events of other devices (or a table swap before the pool's
+        // preresume) while the pool's counter stays: the whole interval.
+        let begin = Instant::now();
+        wait_for_sample(
+            &Events { event_nr: 4 },
+            Duration::from_millis(300),
+            &sampled,
+        );
+        assert!(begin.elapsed() >= Duration::from_millis(300));
+        // The pool's own counter moved: at once.
+        let begin = Instant::now();
+        wait_for_sample(&Events { event_nr: 5 }, Duration::from_secs(30), &sampled);
+        assert!(begin.elapsed() < Duration::from_secs(5));
+        // The pool vanished: at once too (the sample reports it).
+        let gone = HashMap::from([("q".to_string(), 0)]);
+        let begin = Instant::now();
+        wait_for_sample(&Events { event_nr: 4 }, Duration::from_secs(30), &gone);
+        assert!(begin.elapsed() < Duration::from_secs(5));
     }
 
     #[test]
