@@ -326,13 +326,7 @@ impl<'a> MappingCache<'a> {
             return;
         }
         let dev = u64::from(dev);
-        for slot in self.all_slots() {
-            if let Some((k, _)) = slot.held() {
-                if dev_of_key(k) == dev && (begin..end).contains(&vblock_of_key(k)) {
-                    slot.invalidate();
-                }
-            }
-        }
+        self.invalidate_keys(|k| dev_of_key(k) == dev && (begin..end).contains(&vblock_of_key(k)));
     }
 
     /// Forgets every mapping of device `dev` (it was deleted). Writers only.
@@ -343,12 +337,16 @@ impl<'a> MappingCache<'a> {
     /// Forgets every mapping of the devices in `devs`, which is sorted
     /// (deleted devices, gathered for one pass over the slots). Writers only.
     pub fn invalidate_devs(&self, devs: &[u32]) {
+        self.invalidate_keys(|k| {
+            u32::try_from(dev_of_key(k)).is_ok_and(|dev| devs.binary_search(&dev).is_ok())
+        });
+    }
+
+    /// Forgets every held slot whose key `matches`, in one pass. Writers only.
+    fn invalidate_keys(&self, matches: impl Fn(u64) -> bool) {
         for slot in self.all_slots() {
-            if let Some((k, _)) = slot.held() {
-                let dev = u32::try_from(dev_of_key(k)).unwrap_or(u32::MAX);
-                if devs.binary_search(&dev).is_ok() {
-                    slot.invalidate();
-                }
+            if slot.held().is_some_and(|(k, _)| matches(k)) {
+                slot.invalidate();
             }
         }
     }
@@ -370,11 +368,7 @@ impl<'a> MappingCache<'a> {
 
     /// Forgets everything. Writers only.
     pub fn clear(&self) {
-        for slot in self.all_slots() {
-            if slot.held().is_some() {
-                slot.invalidate();
-            }
-        }
+        self.invalidate_keys(|_| true);
     }
 
     /// How many slots hold a mapping (a walk of every slot: for the tests).
