@@ -450,6 +450,81 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
         Ok(n)
     }
 
+    /// Decrements the counts of the `len` data blocks from `b` on, as
+    /// `sm_dec` on each would: each bitmap the run covers is made writable,
+    /// and its index entry updated, once.
+    pub(crate) fn data_dec_run(&mut self, b: u64, len: u64) -> CoreResult<()> {
+        let end = b
+            .checked_add(len)
+            .ok_or(corrupt(Corruption::BlockOutOfRange))?;
+        if end > self.dsm.nr_blocks {
+            return Err(corrupt(Corruption::BlockOutOfRange));
+        }
+        let mut at = b;
+        while at < end {
+            let i = at / ENTRIES_PER_BITMAP;
+            let base = i * ENTRIES_PER_BITMAP;
+            let stop = end.min(base + ENTRIES_PER_BITMAP);
+            self.data_dec_in_bitmap(i, at - base, stop - base)?;
+            at = stop;
+        }
+        Ok(())
+    }
+
+    /// Decrements entries `first..last` of data bitmap `i`.
+    fn data_dec_in_bitmap(&mut self, i: u64, first: u64, last: u64) -> CoreResult<()> {
+        // Counts of 3 and more live in the overflow tree: such a run goes
+        // block by block, through the general path.
+        let overflow = {
+            let ie = self.index_entry(SmKind::Data, false, i)?;
+            let g = self.store.read(ie.blocknr, BlockKind::Bitmap)?;
+            let mut overflow = false;
+            for e in first..last {
+                match bitmap_get(&g, e)? {
+                    0 => return Err(corrupt(Corruption::RefCount)),
+                    3 => overflow = true,
+                    _ => {}
+                }
+            }
+            overflow
+        };
+        if overflow {
+            for e in first..last {
+                self.sm_dec(SmKind::Data, i * ENTRIES_PER_BITMAP + e)?;
+            }
+            return Ok(());
+        }
+        let loc = self.writable_bitmap(SmKind::Data, i)?;
+        let (mut freed, mut first_freed) = (0u32, None);
+        {
+            let mut g = self.store.write(loc, BlockKind::Bitmap)?;
+            for e in first..last {
+                let v = bitmap_get(&g, e)?;
+                let n = v.checked_sub(1).ok_or(corrupt(Corruption::RefCount))?;
+                bitmap_set(&mut g, e, n)?;
+                if n == 0 {
+                    freed += 1;
+                    first_freed.get_or_insert(e as u32);
+                }
+            }
+        }
+        if let Some(first_freed) = first_freed {
+            let mut ie = self.index_entry(SmKind::Data, false, i)?;
+            ie.nr_free = ie
+                .nr_free
+                .saturating_add(freed)
+                .min(ENTRIES_PER_BITMAP as u32);
+            ie.none_free_before = ie.none_free_before.min(first_freed);
+            let r = self.root_mut(SmKind::Data);
+            r.nr_allocated = r
+                .nr_allocated
+                .checked_sub(u64::from(freed))
+                .ok_or(corrupt(Corruption::SpaceMap))?;
+            self.set_index_entry(SmKind::Data, i, ie)?;
+        }
+        Ok(())
+    }
+
     fn meta_sm_dec(&mut self, b: u64) -> CoreResult<()> {
         self.sm_dec(SmKind::Meta, b).map(|_| ())
     }
