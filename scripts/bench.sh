@@ -6,7 +6,7 @@
 # Usage: bench.sh [--quick] [options]
 #   --quick           case 2 (4k randread, iodepth 32, numjobs 2), a short case 4,
 #                     case 7 at 32 GiB and case 8
-#   --cases LIST      comma list of c1..c9, c11, c12, c13 (full default: all of them)
+#   --cases LIST      comma list of c1..c9, c11..c14 (full default: all of them)
 #   --cpus N          vCPUs of the main boot (default 2)
 #   --oversub N       vCPUs of the extra case-2 boot of the full bench (case 10: numjobs
 #                     1, 2, 4 ... up to twice N), 0 for none (default 4)
@@ -48,7 +48,7 @@ if [ $quick = 1 ]; then
 	vm_env=(BENCH_NJOBS=2 BENCH_SNAPS=0+1+10 BENCH_WVOL_MIB=32 BENCH_VOL_MIB=256)
 	rd_mib=512 mem=3072 timeout=2400
 else
-	: "${cases:=c1,c2,c3,c4,c5,c6,c7,c8,c9,c11,c12,c13}"
+	: "${cases:=c1,c2,c3,c4,c5,c6,c7,c8,c9,c11,c12,c13,c14}"
 	# numjobs from 1 to the vCPUs asked for (not what the guest brought up).
 	vm_env=(BENCH_VOL_MIB=256 BENCH_WVOL_MIB=64 "BENCH_NJOBS=$(seq -s+ 1 "$cpus")" BENCH_LVOLS=32768+65536)
 	rd_mib=1024 mem=4096 timeout=7200
@@ -61,6 +61,7 @@ if [ $quick = 1 ]; then suffix=-quick; fi
 out=${out:-$RTHIN_OUT/bench/$stamp$suffix}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+mkdir -p "$RTHIN_OUT/bench"
 ln -sfn "$out" "$RTHIN_OUT/bench/latest"
 
 # The PNG chart needs matplotlib for the system python3 (apt's package).

@@ -46,6 +46,8 @@ CASE_TITLES = {
     "c12-read-during-fsync": "12. 4k reads of one volume during another's 4k write + fsync stream",
     "c13-nvmeof-randread": "13. 4k random read, iodepth 32, numjobs 2: on the volume (local) and through NVMe/TCP "
                            "(nvmet + nvme-tcp on 127.0.0.1, same VM)",
+    "c14-delete": "14. delete of a fully provisioned thin (message) while another thin of the pool writes new blocks",
+    "c14-writer": "14. the other thin's 4k random writes to new blocks, iodepth 8: alone (quiet) and during the delete",
 }
 CASE_ORDER = list(CASE_TITLES)
 
@@ -94,6 +96,16 @@ def metrics_from_fio(case, jobs):
             v = pct(j["read"].get("clat_ns"), p)
             if v is not None:
                 out[f"read p{p} µs"] = (v, False)
+        return out
+    if case == "c14-writer":
+        j = jobs[0]
+        out = {"IOPS": (j["write"]["iops"], True)}
+        v = pct(j["write"].get("clat_ns"), 99)
+        if v is not None:
+            out["write p99 µs"] = (v, False)
+        mx = (j["write"].get("clat_ns") or {}).get("max")
+        if mx is not None:
+            out["write max µs"] = (mx / 1000.0, False)
         return out
     if case == "c1-seqread":
         return {"MiB/s": (total("read", "bw_bytes") / 2**20, True)}

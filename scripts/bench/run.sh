@@ -16,7 +16,7 @@
 # scripts/bench/report.py reads it on the host.
 #
 # Settings (kernel command line NAME=VALUE words, see scripts/bench.sh):
-#   BENCH_CASES    comma list of c1..c9, c11, c12 and c13 (default c2,c4)
+#   BENCH_CASES    comma list of c1..c9 and c11..c14 (default c2,c4)
 #   BENCH_REPS     repetitions per measurement (3)
 #   BENCH_RUNTIME  seconds per timed fio run (5)
 #   BENCH_VOL_MIB  volume size for the read cases 1-3 and case 6 (256)
@@ -25,7 +25,7 @@
 #   BENCH_SNAPS    snapshot counts for case 4, '+'-separated (0+1+2+4+10+100)
 #   BENCH_MAPPED   mapped MiB for case 6's snapshot latency, '+'-separated (0+64+256)
 #   BENCH_BLOCKS   pool block sizes in sectors for case 1, '+'-separated (128+16384)
-#   BENCH_LVOLS    volume sizes in MiB for case 7, '+'-separated (32768)
+#   BENCH_LVOLS    volume sizes in MiB for cases 7 and 14, '+'-separated (32768)
 #   BENCH_CVOL_MIB volume size for case 8 (1024)
 #   BENCH_THINS    thin devices for case 9 (1000)
 #   BENCH_MD_ROUNDS snapshot rounds of case 11 (20)
@@ -110,11 +110,17 @@ checkpoint() {
 # ---- devices ----
 # null_blk devices as big as the largest volume any case asks for (the RAM
 # disk's size when that is bigger).
-if [ "$DATA_KIND" = nullb ] || has_case c6 || has_case c7 || has_case c8 || has_case c11; then
+if [ "$DATA_KIND" = nullb ] || has_case c6 || has_case c7 || has_case c8 || has_case c11 || has_case c14; then
 	size_gb=$((($(blockdev --getsize64 /dev/ram1) + (1 << 30) - 1) >> 30))
 	for mib in $LVOLS $CVOL; do
 		[ $((mib / 1024 + 1)) -gt "$size_gb" ] && size_gb=$((mib / 1024 + 1))
 	done
+	# Case 14's writer needs room beside the volume: 16 GiB of new blocks.
+	if has_case c14; then
+		for mib in $LVOLS; do
+			[ $((mib / 1024 + 17)) -gt "$size_gb" ] && size_gb=$((mib / 1024 + 17))
+		done
+	fi
 	modprobe null_blk nr_devices=3 gb="$size_gb" memory_backed=0 irqmode=0 ||
 		say "modprobe null_blk failed"
 fi
@@ -1003,6 +1009,86 @@ case13() {
 	checkpoint c13
 }
 
+# ---- case 14: a big delete while another thin provisions ----
+# thin 1 maps every block of a MIB MiB volume (null_blk data, 64 KiB blocks;
+# its metadata written by thin_restore, the same image for both targets, so
+# no fill is needed), thin 2 is empty and active. 4k random writes to new
+# blocks of thin 2 run once alone and once with `delete 1` (as lvremove
+# sends it) two seconds in: the delete's time, and what the writer saw
+# during it (IOPS, p99 and max latency) against the quiet run.
+delete_setup() {
+	local t=$1 mib=$2 n nb meta data
+	CUR=$t
+	alive "$t" || { echo "skipped: $t hung earlier in this boot" >"$ERR.msg"; return 1; }
+	teardown "$t"
+	[ "$t" = rthin ] && [ "$rthin_loaded" = 0 ] && { echo "dm-rthin.ko did not load" >"$ERR.msg"; return 1; }
+	data=$(data_of "$t")
+	n=$((mib * 16))
+	nb=$(($(blockdev --getsz "$data") / 128))
+	cat >/tmp/bench-c14.xml <<-XML
+	<superblock uuid="" time="0" transaction="1" data_block_size="128" nr_data_blocks="$nb">
+	  <device dev_id="1" mapped_blocks="$n" transaction="0" creation_time="0" snap_time="0">
+	    <range_mapping origin_begin="0" data_begin="0" length="$n" time="0"/>
+	  </device>
+	  <device dev_id="2" mapped_blocks="0" transaction="0" creation_time="0" snap_time="0">
+	  </device>
+	</superblock>
+	XML
+	meta=/dev/mapper/bench-$t-meta
+	try dmsetup create "bench-$t-meta" --table "0 $((64 * 2048)) linear /dev/ram0 $(meta_off "$t")" || return 1
+	try dd if=/dev/zero of="$meta" bs=1M count=1 conv=fsync || return 1
+	try thin_restore -i /tmp/bench-c14.xml -o "$meta" || return 1
+	try dmsetup create "$(pool "$t")" --table \
+		"0 $(blockdev --getsz "$data") $(pool_target "$t") $meta $data 128 0 1 skip_block_zeroing" || return 1
+	# thin 2 spans the space thin 1 does not use: every write lands on a new block.
+	try dmsetup create "bench-$t" --table "0 $(((nb - n) * 128)) $(thin_target "$t") /dev/mapper/$(pool "$t") 2"
+}
+
+# delete_during_writes TARGET VARIANT REP SECONDS: the delete two seconds
+# into a SECONDS-long writer; the writer's result under "VARIANT, delete".
+delete_during_writes() {
+	local t=$1 v=$2 r=$3 secs=$4 rel fio_pid
+	rel=runs/c14-writer/$v-delete/$t.$r.json
+	mkdir -p "$B/runs/c14-writer/$v-delete"
+	step c14-writer "$v-delete" "$t" "$r" fio with delete 1
+	timeout $((secs + STEP_LIMIT)) fio --name=c14 --filename="$(dev "$t")" --output-format=json --output="$B/$rel" $C14_WRITER \
+		--runtime="$secs" --offset=50% >/tmp/c14-fio.log 2>&1 &
+	fio_pid=$!
+	sleep 2
+	timed c14-delete "$v" "$t" "$r" dmsetup message "$(pool "$t")" 0 "delete 1"
+	if wait "$fio_pid"; then
+		record c14-writer "$v-delete" "$t" "$r" fio "$rel"
+	else
+		record c14-writer "$v-delete" "$t" "$r" error "fio: $(tr '\n\t' '  ' </tmp/c14-fio.log | cut -c1-300)"
+	fi
+}
+
+C14_WRITER="--rw=randwrite --bs=4k --direct=1 --ioengine=libaio --iodepth=8 --time_based --size=25%"
+case14() {
+	local mib v r t secs=$((3 * RT))
+	for mib in $LVOLS; do
+		v=$((mib / 1024))GiB
+		say "c14 delete of a provisioned $v thin while another thin of the pool writes new blocks"
+		ON_NULLB=1
+		for r in $(reps); do
+			for t in $(rotated "$r" $THINS); do
+				if ! delete_setup "$t" "$mib"; then
+					record c14-delete "$v" "$t" "$r" error "setup: $(errmsg)"
+					continue
+				fi
+				# shellcheck disable=SC2086
+				fio_run c14-writer "$v-quiet" "$t" "$r" $C14_WRITER --runtime="$secs" || continue
+				LIMIT=$((STEP_LIMIT + secs + mib / 100))
+				delete_during_writes "$t" "$v" "$r" "$secs"
+				LIMIT=$STEP_LIMIT
+				teardown "$t"
+			done
+		done
+		ON_NULLB=0
+		checkpoint "c14 $v"
+	done
+}
+
 say "start: $(/rthin/bench/bin/date -u), vcpus $NCPU, cases $CASES, reps $REPS, runtime ${RT}s, data $DATA_KIND ($(($(blockdev --getsz "$(data_of linear)") / 2048)) MiB each), volume ${VOL} MiB, write volume ${WVOL} MiB"
 {
 	echo "vcpus=$NCPU"
@@ -1035,6 +1121,7 @@ has_case c9 && case9
 has_case c11 && case11
 has_case c12 && case12
 has_case c13 && case13
+has_case c14 && case14
 for t in $TARGETS; do teardown "$t"; done
 say "done in $((($(now) - t_start) / 1000000000)) s"
 echo "elapsed_s=$((($(now) - t_start) / 1000000000))" >>"$B/env"
