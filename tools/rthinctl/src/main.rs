@@ -21,7 +21,7 @@ mod watch;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use explain::{exit, Error, Result};
 use units::Units;
@@ -38,6 +38,7 @@ Exit status:
   3  no such device, pool or thin id
   4  permission denied (device-mapper needs root)
   5  other failure (no /dev/mapper/control, unreadable kernel output, I/O)
+  6  meta: the metadata uses features this rthinctl does not know
 With status --check: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.";
 
 /// Manage thin-provisioning pools (rthin and dm-thin) through device-mapper.
@@ -371,9 +372,10 @@ fn style_of(o: &OutputArgs) -> report::Style {
     }
 }
 
-/// The global output flags each command honours; any other given on its
-/// command line is refused rather than silently ignored.
-fn honoured(cmd: &Cmd) -> (&'static str, &'static [&'static str]) {
+/// The global output flags a command honours, by its name as typed
+/// without aliases (`meta dump`); any other given on its command line is
+/// refused rather than silently ignored, and left out of its `--help`.
+fn honoured_by(name: &str) -> &'static [&'static str] {
     const TABLE: &[&str] = &[
         "json",
         "raw",
@@ -383,50 +385,68 @@ fn honoured(cmd: &Cmd) -> (&'static str, &'static [&'static str]) {
         "separator",
     ];
     const CHANGE: &[&str] = &["json", "verbose"];
-    match cmd {
-        Cmd::Status(a) if a.check => ("status --check", &["json"]),
-        Cmd::Status(_) => ("status", TABLE),
-        Cmd::Ls { .. } => ("ls", TABLE),
-        Cmd::Watch(_) => ("watch", TABLE),
-        Cmd::CreateThin { .. } => ("create-thin", CHANGE),
-        Cmd::CreateSnap { .. } => ("create-snap", CHANGE),
-        Cmd::Delete { .. } => ("delete", CHANGE),
-        Cmd::SetTransactionId { .. } => ("set-transaction-id", CHANGE),
-        Cmd::MetadataSnap(_) | Cmd::ReserveAlias { .. } | Cmd::ReleaseAlias { .. } => {
-            ("metadata-snap", CHANGE)
-        }
-        Cmd::Message { .. } => ("message", CHANGE),
-        Cmd::Version => ("version", &["json"]),
-        Cmd::Meta(MetaCmd::Check { .. }) => ("meta check", &["json"]),
-        Cmd::Meta(MetaCmd::Dump { .. }) => ("meta dump", &[]),
-        Cmd::Meta(MetaCmd::Ls { .. }) => ("meta ls", TABLE),
-        Cmd::GenerateDocs { .. } => ("generate-docs", &[]),
+    match name {
+        "status" | "ls" | "watch" | "meta ls" => TABLE,
+        "create-thin"
+        | "create-snap"
+        | "delete"
+        | "set-transaction-id"
+        | "message"
+        | "reserve_metadata_snap"
+        | "release_metadata_snap" => CHANGE,
+        n if n.starts_with("metadata-snap ") => CHANGE,
+        "version" | "meta check" => &["json"],
+        _ => &[],
     }
 }
+
+/// The flags that shape a table; JSON has its own fixed form (sizes in
+/// bytes and in blocks), so they mean nothing with --json.
+const TABLE_FORMAT: &[&str] = &["raw", "units", "no_suffix", "no_headings", "separator"];
 
 /// Refuses global flags given to a command that has no use for them.
 fn check_globals(cmd: &Cmd, m: &clap::ArgMatches) -> Result<()> {
     let mut leaf = m;
-    while let Some((_, sub)) = leaf.subcommand() {
+    let mut name = Vec::new();
+    while let Some((n, sub)) = leaf.subcommand() {
+        name.push(n);
         leaf = sub;
     }
-    let (name, ok) = honoured(cmd);
+    let name = name.join(" ");
+    let ok = match cmd {
+        Cmd::Status(a) if a.check => &["json"][..],
+        _ => honoured_by(&name),
+    };
+    let given = |id: &str| {
+        matches!(
+            leaf.value_source(id),
+            Some(clap::parser::ValueSource::CommandLine)
+        )
+    };
+    let flag = |id: &str| format!("--{}", id.replace('_', "-"));
     // Every global flag of the CLI definition: a new one is refused where
-    // `honoured` does not list it.
-    let globals = command();
+    // `honoured_by` does not list it.
+    let globals = Cli::command();
     for id in globals
         .get_arguments()
         .filter(|a| a.is_global_set())
         .map(|a| a.get_id().as_str())
     {
-        let given = matches!(
-            leaf.value_source(id),
-            Some(clap::parser::ValueSource::CommandLine)
-        );
-        if given && !ok.contains(&id) {
+        if given(id) && !ok.contains(&id) {
+            let name = if matches!(cmd, Cmd::Status(a) if a.check) {
+                "status --check"
+            } else {
+                &name
+            };
             return Err(Error::usage(format!(
-                "--{} has no meaning for {name}",
-                id.replace('_', "-")
+                "{} has no meaning for {name}",
+                flag(id)
+            )));
+        }
+        if given(id) && given("json") && TABLE_FORMAT.contains(&id) {
+            return Err(Error::usage(format!(
+                "{} has no meaning with --json (JSON gives sizes in bytes and in blocks)",
+                flag(id)
             )));
         }
     }
@@ -447,6 +467,7 @@ enum Ready {
     CreateThin(String, IdArg, Guard),
     CreateSnap(String, IdArg, u32, bool, Guard),
     Delete(String, u32, Guard),
+    Message(String, explain::Msg),
     Other,
 }
 
@@ -490,6 +511,14 @@ fn ready(cmd: &Cmd) -> Result<Ready> {
                 .or(*id_pos)
                 .ok_or_else(|| Error::usage("delete needs a thin id: --id N"))?;
             Ready::Delete(pool.clone(), id, guard.clone())
+        }
+        Cmd::Message { pool, words, .. } => {
+            // One word may hold several (`message pool "create_thin 7"`).
+            let words: Vec<String> = words
+                .iter()
+                .flat_map(|w| w.split_whitespace().map(String::from))
+                .collect();
+            Ready::Message(pool.clone(), explain::Msg::from_words(&words)?)
         }
         Cmd::SetTransactionId { old, new, bump, .. } => {
             if !bump && old.zip(*new).is_none() {
@@ -607,6 +636,10 @@ fn run(cli: Cli, m: &clap::ArgMatches) -> Result<i32> {
             .map(|_| exit::OK)
             .map_err(|e| Error::new(exit::OTHER, format!("{}: {e}", dir.display())));
     }
+    if matches!(cli.cmd, Cmd::Version) && !ctx.json {
+        // Its own version, whether or not device-mapper can be opened.
+        println!("rthinctl {}", env!("CARGO_PKG_VERSION"));
+    }
     let t = ops::open()?;
     let t: &dyn dm::Transport = &t;
     match (cli.cmd, prepared) {
@@ -638,7 +671,7 @@ fn run(cli: Cli, m: &clap::ArgMatches) -> Result<i32> {
         (Cmd::MetadataSnap(MetaSnapCmd::Show { pool }), _) => {
             ops::metadata_snap(&ctx, t, &pool, ops::SnapOp::Show)
         }
-        (Cmd::Message { pool, words, .. }, _) => ops::message(&ctx, t, &pool, &words),
+        (_, Ready::Message(pool, msg)) => ops::message(&ctx, t, &pool, &msg),
         (Cmd::Version, _) => ops::version(&ctx, t),
         _ => Ok(exit::OK),
     }
@@ -690,11 +723,34 @@ fn check_mode(args: &[std::ffi::OsString]) -> bool {
     a.contains(&"status") && a.contains(&"--check")
 }
 
-/// The command definition (also used to generate the man page and the
-/// shell completions: `rthinctl gen-man`, `gen-completions` are hidden).
+/// The command definition (also used to generate the man pages and the
+/// shell completions), each subcommand's help without the global flags
+/// it refuses.
 pub fn command() -> clap::Command {
-    use clap::CommandFactory;
-    Cli::command()
+    /// Gives each subcommand under `c` a hidden copy of the global flags
+    /// it refuses (clap then propagates only the others into it).
+    fn hide_refused(c: &mut clap::Command, path: &str, globals: &[clap::Arg]) {
+        for sub in c.get_subcommands_mut() {
+            let name = format!("{path} {}", sub.get_name())
+                .trim_start()
+                .to_string();
+            let ok = honoured_by(&name);
+            for g in globals {
+                if !ok.contains(&g.get_id().as_str()) {
+                    *sub = sub.clone().arg(g.clone().hide(true));
+                }
+            }
+            hide_refused(sub, &name, globals);
+        }
+    }
+    let mut cmd = Cli::command();
+    let globals: Vec<clap::Arg> = cmd
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .cloned()
+        .collect();
+    hide_refused(&mut cmd, "", &globals);
+    cmd
 }
 
 fn main() -> ExitCode {
@@ -760,11 +816,10 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn cli_is_consistent() {
-        Cli::command().debug_assert();
+        command().debug_assert();
     }
 
     #[test]
