@@ -26,24 +26,53 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 use explain::{exit, Error, Result};
 use units::Units;
 
-const AFTER_HELP: &str = "\
-Devices: POOL and DEV accept a device-mapper name, /dev/mapper/NAME, /dev/dm-N or MAJ:MIN.
-Targets: works with rthin's rthin-pool/rthin and with the C dm-thin thin-pool/thin.
+/// What POOL and DEV name, and which targets rthinctl drives.
+const DEVICES: &[&str] = &[
+    "Devices: POOL and DEV accept a device-mapper name, /dev/mapper/NAME, /dev/dm-N or MAJ:MIN.",
+    "Targets: works with rthin's rthin-pool/rthin and with the C dm-thin thin-pool/thin.",
+];
 
-Exit status:
-  0  success
-  1  refused: by the kernel, by a check of the pool's state before sending,
-     or metadata found damaged or unreadable (meta)
-  2  bad command line
-  3  no such device, pool or thin id
-  4  permission denied (device-mapper needs root)
-  5  other failure (no /dev/mapper/control, unreadable kernel output, I/O)
-  6  meta: the metadata uses features this rthinctl does not know
-With status --check: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.";
+/// The exit codes, for `--help` and the man pages' EXIT STATUS sections.
+const EXIT_CODES: &[(i32, &str)] = &[
+    (exit::OK, "success"),
+    (
+        exit::REFUSED,
+        "refused: by the kernel, by a check of the pool's state before sending, \
+         or metadata found damaged or unreadable, or not thin metadata (meta)",
+    ),
+    (exit::USAGE, "bad command line"),
+    (exit::NOT_FOUND, "no such device, pool or thin id"),
+    (
+        exit::PERMISSION,
+        "permission denied (device-mapper needs root)",
+    ),
+    (
+        exit::OTHER,
+        "other failure (no /dev/mapper/control, unreadable kernel output, I/O)",
+    ),
+    (
+        exit::UNSUPPORTED,
+        "meta: the metadata uses features this rthinctl does not know",
+    ),
+];
+
+/// The exit codes of `status --check`, a monitoring plugin's.
+const CHECK_EXIT_CODES: &str = "With status --check: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.";
+
+/// The text after `--help`'s options: devices, targets, exit status.
+fn after_help() -> String {
+    let mut t = DEVICES.join("\n");
+    t.push_str("\n\nExit status:\n");
+    for (code, meaning) in EXIT_CODES {
+        t.push_str(&format!("  {code}  {meaning}\n"));
+    }
+    t.push_str(CHECK_EXIT_CODES);
+    t
+}
 
 /// Manage thin-provisioning pools (rthin and dm-thin) through device-mapper.
 #[derive(Parser, Debug)]
-#[command(name = "rthinctl", version, after_help = AFTER_HELP)]
+#[command(name = "rthinctl", version)]
 struct Cli {
     #[command(flatten)]
     out: OutputArgs,
@@ -60,7 +89,7 @@ struct OutputArgs {
     #[arg(long, global = true)]
     raw: bool,
     /// Size units like lvs: h b s k m g t p e r (upper case = powers of 1000).
-    #[arg(long, global = true, default_value = "h", value_parser = parse_units)]
+    #[arg(long, global = true, default_value = "h", value_parser = UnitsParser)]
     units: Units,
     /// Leave out unit suffixes.
     #[arg(long, global = true)]
@@ -69,15 +98,46 @@ struct OutputArgs {
     #[arg(long, global = true)]
     no_headings: bool,
     /// Separate columns with this string instead of aligning them.
-    #[arg(long, global = true, value_name = "S")]
+    #[arg(long, global = true, value_name = "S", value_hint = clap::ValueHint::Other)]
     separator: Option<String>,
     /// Print each message and suspend/resume before doing it.
     #[arg(short, long, global = true)]
     verbose: bool,
 }
 
-fn parse_units(s: &str) -> std::result::Result<Units, String> {
-    s.parse()
+/// `--units`: parsed by [`Units`], with its letters as the possible
+/// values (the shell completions offer them, not file names).
+#[derive(Clone)]
+struct UnitsParser;
+
+impl clap::builder::TypedValueParser for UnitsParser {
+    type Value = Units;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> std::result::Result<Units, clap::Error> {
+        value
+            .to_str()
+            .ok_or_else(|| "a unit letter".to_string())
+            .and_then(str::parse)
+            .map_err(|e| {
+                clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{e}\n"))
+                    .with_cmd(cmd)
+            })
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            "hbskmgtperHBSKMGTPER"
+                .chars()
+                .map(|c| clap::builder::PossibleValue::new(c.to_string())),
+        ))
+    }
 }
 
 /// A thin id: a number up to 16777215, or `auto` where allowed.
@@ -685,7 +745,8 @@ fn generate_docs(dir: &std::path::Path) -> std::io::Result<()> {
     let comp = dir.join("completions");
     std::fs::create_dir_all(&man)?;
     std::fs::create_dir_all(&comp)?;
-    let mut cmd = command().version(env!("CARGO_PKG_VERSION"));
+    // `rthinctl help` is `--help`: no page of its own, so none listed.
+    let mut cmd = without_help_subcommand(command().version(env!("CARGO_PKG_VERSION")));
     cmd.build();
     fn pages(cmd: &clap::Command, prefix: &str, dir: &std::path::Path) -> std::io::Result<()> {
         let name = if prefix.is_empty() {
@@ -693,28 +754,154 @@ fn generate_docs(dir: &std::path::Path) -> std::io::Result<()> {
         } else {
             format!("{prefix}-{}", cmd.get_name())
         };
-        let c = cmd.clone().name(name.clone());
-        let mut f = std::fs::File::create(dir.join(format!("{name}.8")))?;
-        clap_mangen::Man::new(c)
-            .section("8")
-            .manual("System Administration")
-            .source(format!("rthinctl {}", env!("CARGO_PKG_VERSION")))
-            .render(&mut f)?;
-        for sub in cmd
-            .get_subcommands()
-            .filter(|s| !s.is_hide_set() && s.get_name() != "help")
-        {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join(format!("{name}.8")))?);
+        man_page(cmd.clone().name(name.clone()), &mut f)?;
+        f.flush()?;
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
             pages(sub, &name, dir)?;
         }
         Ok(())
     }
     pages(&cmd, "", &man)?;
     use clap_complete::Shell;
+    // Hidden commands (generate-docs, the underscore aliases) are not offered.
+    let globals: Vec<clap::Arg> = cmd
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .cloned()
+        .collect();
+    let mut visible = visible_only(&cmd, "", &globals);
     for sh in [Shell::Bash, Shell::Zsh, Shell::Fish] {
-        clap_complete::generate_to(sh, &mut cmd, "rthinctl", &comp)?;
+        let path = clap_complete::generate_to(sh, &mut visible, "rthinctl", &comp)?;
+        let names = match sh {
+            Shell::Bash => BASH_NAMES,
+            Shell::Fish => FISH_NAMES,
+            _ => continue,
+        };
+        let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
+        f.write_all(names.as_bytes())?;
     }
     Ok(())
 }
+
+/// `c` and its subcommands without the implicit `help` subcommand.
+fn without_help_subcommand(c: clap::Command) -> clap::Command {
+    let mut c = c.disable_help_subcommand(true);
+    for sub in c.get_subcommands_mut() {
+        *sub = without_help_subcommand(sub.clone());
+    }
+    c
+}
+
+/// A copy of the command `c` (named `path`, "" for rthinctl itself) for
+/// the completions: clap's generators offer hidden subcommands and flags
+/// too, so they are left out, and each subcommand gets, as its own flags,
+/// the global flags it honours (all of them before a subcommand).
+fn visible_only(c: &clap::Command, path: &str, globals: &[clap::Arg]) -> clap::Command {
+    let ok = honoured_by(path);
+    let own = c.get_arguments().filter(|a| {
+        !a.is_hide_set() && !a.is_global_set() && !matches!(a.get_id().as_str(), "help" | "version")
+    });
+    let global = globals
+        .iter()
+        .filter(|g| path.is_empty() || ok.contains(&g.get_id().as_str()))
+        .map(|g| g.clone().global(false));
+    let mut v = clap::Command::new(c.get_name().to_string())
+        .args(own.cloned().chain(global))
+        .disable_help_subcommand(true);
+    if let Some(a) = c.get_about() {
+        v = v.about(a.clone());
+    }
+    for sub in c.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("{path} {}", sub.get_name())
+            .trim_start()
+            .to_string();
+        v = v.subcommand(visible_only(sub, &name, globals));
+    }
+    v
+}
+
+/// One man page: clap_mangen's sections, then the devices note and the
+/// exit status as man pages set them (a tagged paragraph per code; clap's
+/// after-help text would be reflowed into one paragraph).
+fn man_page(cmd: clap::Command, w: &mut dyn Write) -> std::io::Result<()> {
+    let has_args = cmd.get_arguments().any(|a| !a.is_hide_set());
+    let has_subs = cmd.get_subcommands().any(|s| !s.is_hide_set());
+    let has_version = cmd.get_version().is_some();
+    let man = clap_mangen::Man::new(cmd)
+        .section("8")
+        .manual("System Administration")
+        .source(format!("rthinctl {}", env!("CARGO_PKG_VERSION")));
+    man.render_title(w)?;
+    man.render_name_section(w)?;
+    man.render_synopsis_section(w)?;
+    man.render_description_section(w)?;
+    if has_args {
+        man.render_options_section(w)?;
+    }
+    if has_subs {
+        man.render_subcommands_section(w)?;
+    }
+    writeln!(w, ".SH DEVICES")?;
+    for (i, line) in DEVICES.iter().enumerate() {
+        writeln!(w, "{}{line}", if i == 0 { "" } else { ".br\n" })?;
+    }
+    writeln!(w, ".SH \"EXIT STATUS\"")?;
+    for (code, meaning) in EXIT_CODES {
+        writeln!(w, ".TP\n{code}\n{meaning}")?;
+    }
+    writeln!(w, ".PP\n{CHECK_EXIT_CODES}")?;
+    if has_version {
+        man.render_version_section(w)?;
+    }
+    Ok(())
+}
+
+/// Bash: pool and thin names from device-mapper (either target) where a
+/// command takes one, after clap's completion of the options.
+const BASH_NAMES: &str = r#"
+# Pool and thin names, where a command takes one (added by rthinctl).
+_rthinctl_dm_names() {
+	local t
+	for t in "$@"; do dmsetup ls --target "$t" 2>/dev/null; done |
+		awk '$1 != "No" { print $1 }'
+}
+_rthinctl_names() {
+	_rthinctl "$@"
+	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} w words=
+	[[ $cur == -* ]] && return 0
+	for w in "${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
+		case $w in -*) ;; *) words="$words $w" ;; esac
+	done
+	local pools="thin-pool rthin-pool" names=
+	case "$prev" in
+	--live) names=$(_rthinctl_dm_names $pools) ;;
+	*)
+		case "$words" in
+		" status"*) names=$(_rthinctl_dm_names $pools thin rthin) ;;
+		" ls" | " watch"* | " create-thin" | " create-snap" | " delete" | " set-transaction-id" | 			" message" | " metadata-snap reserve" | " metadata-snap release" | " metadata-snap show")
+			names=$(_rthinctl_dm_names $pools) ;;
+		*) return 0 ;;
+		esac
+		;;
+	esac
+	COMPREPLY=($(compgen -W "$names" -- "$cur"))
+}
+complete -F _rthinctl_names -o nosort -o bashdefault -o default rthinctl
+"#;
+
+/// Fish: the same names.
+const FISH_NAMES: &str = r#"
+# Pool and thin names, where a command takes one (added by rthinctl).
+function __rthinctl_dm_names
+	for t in $argv
+		dmsetup ls --target $t 2>/dev/null | string match -rv '^No devices' | string replace -r '\s.*' ''
+	end
+end
+complete -c rthinctl -n "__fish_seen_subcommand_from ls watch create-thin create-snap delete set-transaction-id message reserve release show" -f -a "(__rthinctl_dm_names thin-pool rthin-pool)"
+complete -c rthinctl -n "__fish_seen_subcommand_from status" -f -a "(__rthinctl_dm_names thin-pool rthin-pool thin rthin)"
+complete -c rthinctl -l live -f -a "(__rthinctl_dm_names thin-pool rthin-pool)"
+"#;
 
 /// Whether the command line asks for `status --check` (whose every failure,
 /// a bad command line included, is UNKNOWN to a monitoring system).
@@ -743,7 +930,7 @@ pub fn command() -> clap::Command {
             hide_refused(sub, &name, globals);
         }
     }
-    let mut cmd = Cli::command();
+    let mut cmd = Cli::command().after_help(after_help());
     let globals: Vec<clap::Arg> = cmd
         .get_arguments()
         .filter(|a| a.is_global_set())
@@ -824,7 +1011,7 @@ mod tests {
 
     #[test]
     fn help_documents_exit_codes() {
-        let h = Cli::command().render_long_help().to_string();
+        let h = command().render_long_help().to_string();
         for s in ["Exit status:", "3  no such device", "UNKNOWN", "rthin-pool"] {
             assert!(h.contains(s), "{s}");
         }
@@ -864,6 +1051,64 @@ mod tests {
             let e = p(bad).unwrap_err();
             assert!(e.use_stderr(), "{bad:?}");
         }
+    }
+
+    /// The generated man pages name only pages that exist, each has an
+    /// EXIT STATUS section with a paragraph per code, and the completions
+    /// offer no hidden command, unit letters rather than file names after
+    /// --units, and pool names from device-mapper.
+    #[test]
+    fn generated_pages_and_completions_are_true() {
+        let dir = std::env::temp_dir().join(format!("rthinctl-docs-{}", std::process::id()));
+        generate_docs(&dir).unwrap();
+        let man = dir.join("man8");
+        let mut pages = 0;
+        for e in std::fs::read_dir(&man).unwrap() {
+            let page = std::fs::read_to_string(e.unwrap().path()).unwrap();
+            pages += 1;
+            for (i, _) in page.match_indices("(8)") {
+                let start = page[..i]
+                    .rfind(|c: char| c.is_whitespace())
+                    .map_or(0, |s| s + 1);
+                let name = page[start..i]
+                    .trim_start_matches("\\fB")
+                    .replace("\\-", "-");
+                assert!(
+                    man.join(format!("{name}.8")).exists(),
+                    "{name}(8) is listed but not generated"
+                );
+            }
+            assert!(
+                page.contains(".SH \"EXIT STATUS\"\n.TP\n0\nsuccess\n.TP\n1\n"),
+                "{page}"
+            );
+            assert!(page.contains(".TP\n6\n"), "{page}");
+        }
+        assert!(pages > 10, "{pages} pages");
+        let comp = dir.join("completions");
+        for f in ["rthinctl.bash", "_rthinctl", "rthinctl.fish"] {
+            let c = std::fs::read_to_string(comp.join(f)).unwrap();
+            assert!(!c.contains("generate-docs"), "{f} offers generate-docs");
+            // The about text of the hidden underscore aliases.
+            assert!(!c.contains("Alias of"), "{f} offers a hidden alias");
+        }
+        let bash = std::fs::read_to_string(comp.join("rthinctl.bash")).unwrap();
+        let units = bash.find("--units)").unwrap();
+        let case = &bash[units..units + bash[units..].find(";;").unwrap()];
+        assert!(
+            !case.contains("compgen -f") && case.contains("h b s k"),
+            "{case}"
+        );
+        assert!(
+            bash.contains("dmsetup ls --target") && bash.contains("complete -F _rthinctl_names")
+        );
+        // Each command is offered the global flags it honours, no others.
+        let dump = bash.find("rthinctl__subcmd__meta__subcmd__dump)").unwrap();
+        let opts = bash[dump..].lines().nth(1).unwrap();
+        assert_eq!(opts.trim(), r#"opts="-m -h --metadata-snap --help""#);
+        let fish = std::fs::read_to_string(comp.join("rthinctl.fish")).unwrap();
+        assert!(fish.contains("__rthinctl_dm_names thin-pool rthin-pool"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Documentation/rthinctl.md names every command and every option of
