@@ -324,6 +324,20 @@ enum MetaCmd {
         /// not a failure (as thin_check's option of the same name).
         #[arg(long)]
         ignore_non_fatal_errors: bool,
+        /// When the check passes, clear the superblock's needs_check flag
+        /// (the one write rthinctl makes; LVM passes this by default).
+        #[arg(long, conflicts_with_all = ["live", "metadata_snap", "super_block_only"])]
+        clear_needs_check_flag: bool,
+        /// Accepted as thin_check's: the mapping trees are checked anyway.
+        #[arg(long)]
+        skip_mappings: bool,
+        /// Check the superblock only (checksum and fields).
+        #[arg(long, conflicts_with = "live")]
+        super_block_only: bool,
+        /// Check the held metadata snapshot's trees only, as --live does
+        /// (the device may belong to a running pool).
+        #[arg(short = 'm', long, conflicts_with = "live")]
+        metadata_snap: bool,
     },
     /// Print the metadata as thin_dump XML (streamed).
     Dump {
@@ -669,8 +683,21 @@ fn run(cli: Cli, m: &clap::ArgMatches) -> Result<i32> {
                 path: Some(path),
                 quiet,
                 ignore_non_fatal_errors,
+                clear_needs_check_flag,
+                super_block_only,
+                metadata_snap,
                 ..
-            } => meta::check_with(path, *quiet, *ignore_non_fatal_errors, ctx.json),
+            } => meta::check_with(
+                path,
+                &meta::CheckOptions {
+                    quiet: *quiet,
+                    ignore_leaks: *ignore_non_fatal_errors,
+                    json: ctx.json,
+                    clear_needs_check: *clear_needs_check_flag,
+                    super_block_only: *super_block_only,
+                    snapshot: *metadata_snap,
+                },
+            ),
             MetaCmd::Check {
                 live: Some(pool),
                 quiet,
@@ -950,7 +977,13 @@ fn main() -> ExitCode {
             nix::sys::signal::SigHandler::SigDfl,
         );
     }
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // Installed (linked) as rthin_check, rthinctl is `rthinctl meta check`
+    // with thin_check's options: LVM's thin_check_executable.
+    let called = args.first().map(std::path::Path::new);
+    if called.and_then(|p| p.file_name()) == Some(std::ffi::OsStr::new("rthin_check")) {
+        args.splice(1..1, ["meta".into(), "check".into()]);
+    }
     let in_check = check_mode(&args);
     let usage_code = if in_check {
         exit::CHECK_UNKNOWN

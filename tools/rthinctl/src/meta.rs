@@ -15,7 +15,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 
 use rthin_core::core_error::{CoreError, CoreResult};
-use rthin_core::metadata::superblock::MAGIC;
+use rthin_core::metadata::superblock::{FLAG_NEEDS_CHECK, MAGIC};
 use rthin_core::metadata::thin_metadata::{DeviceDetails, Mapping, ThinMetadata};
 use rthin_core::pdata::block_store::BlockStore;
 use rthin_core::pdata::checksum::{seal, verify, BlockKind, BLOCK_SIZE};
@@ -745,7 +745,7 @@ pub fn judge(path: &str, store: &FileStore, live: bool, ignore_leaks: bool) -> C
         mappings: rep.mappings,
         data_blocks_in_use: rep.data_allocated,
         metadata_blocks_in_use: rep.meta_allocated,
-        needs_check: sb.is_some_and(|s| s.flags & 1 != 0),
+        needs_check: sb.is_some_and(|s| s.flags & FLAG_NEEDS_CHECK != 0),
         damage: rep.errors,
         leaked_data_blocks: rep.data_leaks,
         leaked_metadata_blocks: rep.meta_leaks,
@@ -827,7 +827,7 @@ pub fn report_check(r: &CheckReport, quiet: bool, json: bool) -> Result<i32> {
                     " apart from the leaks"
                 },
                 if r.needs_check {
-                    " (needs_check is set: clear it with thin_check --clear-needs-check-flag)"
+                    " (needs_check is set: --clear-needs-check-flag clears it)"
                 } else {
                     ""
                 }
@@ -848,14 +848,110 @@ pub fn report_check(r: &CheckReport, quiet: bool, json: bool) -> Result<i32> {
 /// fails it. Search hints that disagree are warnings.
 #[cfg(test)]
 pub fn check(path: &str, quiet: bool, ignore_leaks: bool) -> Result<i32> {
-    check_with(path, quiet, ignore_leaks, false)
+    check_with(
+        path,
+        &CheckOptions {
+            quiet,
+            ignore_leaks,
+            ..CheckOptions::default()
+        },
+    )
 }
 
-/// [`check`], with JSON output if asked.
-pub fn check_with(path: &str, quiet: bool, ignore_leaks: bool, json: bool) -> Result<i32> {
-    let store = FileStore::open(path, OpenMode::default())?;
-    let r = judge(path, &store, false, ignore_leaks);
-    report_check(&r, quiet, json)
+/// What `meta check PATH` is asked to do (thin_check's options).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CheckOptions {
+    /// -q: print nothing when the check passes.
+    pub quiet: bool,
+    /// --ignore-non-fatal-errors: leaks pass.
+    pub ignore_leaks: bool,
+    /// --json.
+    pub json: bool,
+    /// --clear-needs-check-flag: clear needs_check when the check passes.
+    pub clear_needs_check: bool,
+    /// --super-block-only.
+    pub super_block_only: bool,
+    /// -m: the held metadata snapshot's trees only.
+    pub snapshot: bool,
+}
+
+/// [`check`], with thin_check's options.
+pub fn check_with(path: &str, o: &CheckOptions) -> Result<i32> {
+    let mode = OpenMode {
+        snap: false,
+        shared: o.snapshot,
+    };
+    let store = FileStore::open(path, mode)?;
+    if o.super_block_only {
+        let sb = rthin_core::metadata::checker::superblock(&store)
+            .map_err(|t| Error::new(exit::REFUSED, format!("{path}: metadata is damaged: {t}")))?;
+        let needs_check = sb.flags & FLAG_NEEDS_CHECK != 0;
+        if o.json {
+            let j = serde_json::json!({
+                "schema": "rthinctl.meta-check-superblock/1",
+                "path": path,
+                "verdict": "ok",
+                "transaction_id": sb.trans_id,
+                "needs_check": needs_check,
+            });
+            println!("{j:#}");
+        } else if !o.quiet {
+            println!(
+                "{path}: superblock ok: transaction {}, {} metadata blocks{}",
+                sb.trans_id,
+                sb.meta_sm.nr_blocks,
+                if needs_check { ", needs_check set" } else { "" }
+            );
+        }
+        return Ok(exit::OK);
+    }
+    let r = judge(path, &store, o.snapshot, o.ignore_leaks);
+    // The exclusive (read-only) open ends before the one that writes.
+    drop(store);
+    let code = report_check(&r, o.quiet, o.json)?;
+    if o.clear_needs_check && r.needs_check {
+        clear_needs_check(path)?;
+        if !o.quiet && !o.json {
+            println!("{path}: needs_check cleared");
+        }
+    }
+    Ok(code)
+}
+
+/// Clears the needs_check flag in the superblock of `path` (checked just
+/// before, by the caller) and reseals it, as thin_check
+/// --clear-needs-check-flag does. A block device is opened exclusively.
+fn clear_needs_check(path: &str) -> Result<()> {
+    let fail = |what: &str, e: std::io::Error| {
+        Error::new(
+            exit::OTHER,
+            format!("{path}: cannot clear needs_check: {what}: {e}"),
+        )
+    };
+    let block = std::fs::metadata(path)
+        .map(|m| m.file_type().is_block_device())
+        .unwrap_or(false);
+    let mut o = OpenOptions::new();
+    o.read(true).write(true);
+    if block {
+        o.custom_flags(nix::libc::O_EXCL);
+    }
+    let f = o.open(path).map_err(|e| fail("open", e))?;
+    let mut sb = vec![0u8; BLOCK_SIZE];
+    f.read_exact_at(&mut sb, 0).map_err(|e| fail("read", e))?;
+    verify(BlockKind::Superblock, 0, &sb)
+        .map_err(|e| damaged(path, format!("{e} in superblock (block 0)")))?;
+    let at = rthin_core::metadata::superblock::off::FLAGS;
+    let flags = u32::from_le_bytes(sb[at..at + 4].try_into().unwrap_or([0; 4]));
+    sb[at..at + 4].copy_from_slice(&(flags & !FLAG_NEEDS_CHECK).to_le_bytes());
+    seal(BlockKind::Superblock, 0, &mut sb).map_err(|e| {
+        Error::new(
+            exit::OTHER,
+            format!("{path}: cannot seal the superblock: {e}"),
+        )
+    })?;
+    f.write_all_at(&sb, 0).map_err(|e| fail("write", e))?;
+    f.sync_all().map_err(|e| fail("sync", e))
 }
 
 #[cfg(test)]

@@ -277,3 +277,76 @@ fn a_zero_data_block_size_is_damage() {
         );
     }
 }
+
+/// The image with needs_check set in its superblock.
+fn image_needing_check() -> TempPath {
+    image_with_superblock(|sb| put_u32(sb, off::FLAGS, 1))
+}
+
+fn needs_check(path: &str) -> bool {
+    let o = rthinctl(&["--json", "meta", "ls", path]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let j: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    j["needs_check"].as_bool().unwrap()
+}
+
+#[test]
+fn rthin_check_takes_what_lvm_passes() {
+    // LVM runs its thin_check_executable with "-q --clear-needs-check-flag".
+    let dir = std::env::temp_dir().join(format!("rthinctl-lvm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rthin_check = dir.join("rthin_check");
+    let _ = std::fs::remove_file(&rthin_check);
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_rthinctl"), &rthin_check).unwrap();
+    let run = |args: &[&str]| {
+        let o = std::process::Command::new(&rthin_check)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+        )
+    };
+    let p = image_needing_check();
+    assert!(needs_check(&p.0));
+    assert_eq!(
+        run(&["-q", "--clear-needs-check-flag", &p.0]),
+        (0, String::new())
+    );
+    assert!(!needs_check(&p.0), "needs_check was not cleared");
+    // The other options LVM users put in thin_check_options.
+    for opts in [
+        &["-q", "--skip-mappings"][..],
+        &["-q", "--super-block-only"],
+        &["-q", "--ignore-non-fatal-errors"],
+    ] {
+        let mut a = opts.to_vec();
+        a.push(&p.0);
+        assert_eq!(run(&a), (0, String::new()), "{opts:?}");
+    }
+    // -m: the held snapshot, which this image has none of.
+    let (code, out) = run(&["-q", "-m", &p.0]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("no metadata snapshot"), "{out}");
+    // Damage: exit 1, and needs_check stays set.
+    let mut img = std::fs::read(&image_needing_check().0).unwrap();
+    let leaf = img
+        .chunks(BLOCK_SIZE)
+        .enumerate()
+        .position(|(b, blk)| {
+            verify(BlockKind::Node, b as u64, blk).is_ok()
+                && rthin_core::pdata::btree::node::check(blk, 8)
+                    .is_ok_and(|h| h.leaf && h.nr_entries > 0)
+        })
+        .unwrap();
+    img[leaf * BLOCK_SIZE + 200] ^= 0xff;
+    let bad = TempPath::new(&img);
+    let (code, out) = run(&["-q", "--clear-needs-check-flag", &bad.0]);
+    assert_eq!(code, 1, "{out}");
+    let flags = std::fs::read(&bad.0).unwrap()[off::FLAGS];
+    assert_eq!(flags & 1, 1, "needs_check cleared on damaged metadata");
+    // --super-block-only reads nothing but the superblock.
+    assert_eq!(run(&["-q", "--super-block-only", &bad.0]).0, 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
