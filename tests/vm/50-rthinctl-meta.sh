@@ -113,9 +113,9 @@ run dmsetup remove lpool
 run dmsetup remove fdata
 agree bad
 grep -q "1 data blocks have leaked" /tmp/tc.out || fail "thin_check does not report one leaked data block"
-grep -q "1 data blocks have leaked" /tmp/rc.out || fail "rthinctl does not report one leaked data block"
+grep -q "1 data block has leaked" /tmp/rc.out || fail "rthinctl does not report one leaked data block"
 agree ok --ignore-non-fatal-errors
-grep -q "warning: .*1 data blocks have leaked" /tmp/rc.out || fail "rthinctl does not warn of the accepted leak"
+grep -q "warning: .*1 data block has leaked" /tmp/rc.out || fail "rthinctl does not warn of the accepted leak"
 
 # Damage: both tools must refuse a broken superblock checksum, also with
 # --ignore-non-fatal-errors.

@@ -73,6 +73,43 @@ impl CoreError {
     }
 }
 
+impl core::fmt::Display for Corruption {
+    /// What is wrong, as a noun phrase a checker report puts before the
+    /// structure and block it concerns ("bad checksum in btree node").
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Corruption::Checksum => "bad checksum",
+            Corruption::BlockNr => "wrong block number (a block written elsewhere)",
+            Corruption::Magic => "bad magic number",
+            Corruption::Superblock => "invalid superblock field",
+            Corruption::NodeHeader => "invalid node header",
+            Corruption::KeyOrder => "keys out of order",
+            Corruption::TooDeep => "tree too deep (or a cycle)",
+            Corruption::BlockOutOfRange => "block number beyond the metadata device",
+            Corruption::SpaceMap => "inconsistent space map",
+            Corruption::RefCount => "bad reference count",
+            Corruption::Layout => "field outside its block",
+        })
+    }
+}
+
+impl core::fmt::Display for CoreError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            CoreError::Io(e) => write!(f, "read error (errno {})", e.unsigned_abs()),
+            CoreError::Corrupt(c) => write!(f, "{c}"),
+            CoreError::NoSpace => f.write_str("no free block"),
+            CoreError::NotFound => f.write_str("no such device"),
+            CoreError::Exists => f.write_str("device exists"),
+            CoreError::Busy => f.write_str("a metadata snapshot is already held"),
+            CoreError::Invalid => f.write_str("invalid argument"),
+            CoreError::Unformatted => f.write_str("never formatted (all zero)"),
+            CoreError::Unsupported => f.write_str("unsupported feature flags"),
+            CoreError::Internal => f.write_str("internal limit exceeded"),
+        }
+    }
+}
+
 /// Result type of the metadata core.
 pub type CoreResult<T> = Result<T, CoreError>;
 

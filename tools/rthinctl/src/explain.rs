@@ -29,6 +29,9 @@ pub mod exit {
     pub const PERMISSION: i32 = 4;
     /// Anything else: control device missing, unreadable kernel output, I/O.
     pub const OTHER: i32 = 5;
+    /// Offline metadata uses features (incompat flags) this rthinctl does
+    /// not know: it cannot be read safely, which is not damage.
+    pub const UNSUPPORTED: i32 = 6;
     /// `status --check`: warning.
     pub const CHECK_WARN: i32 = 1;
     /// `status --check`: critical.

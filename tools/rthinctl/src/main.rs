@@ -21,28 +21,58 @@ mod watch;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use explain::{exit, Error, Result};
 use units::Units;
 
-const AFTER_HELP: &str = "\
-Devices: POOL and DEV accept a device-mapper name, /dev/mapper/NAME, /dev/dm-N or MAJ:MIN.
-Targets: works with rthin's rthin-pool/rthin and with the C dm-thin thin-pool/thin.
+/// What POOL and DEV name, and which targets rthinctl drives.
+const DEVICES: &[&str] = &[
+    "Devices: POOL and DEV accept a device-mapper name, /dev/mapper/NAME, /dev/dm-N or MAJ:MIN.",
+    "Targets: works with rthin's rthin-pool/rthin and with the C dm-thin thin-pool/thin.",
+];
 
-Exit status:
-  0  success
-  1  refused: by the kernel, by a check of the pool's state before sending,
-     or metadata found damaged or unreadable (meta)
-  2  bad command line
-  3  no such device, pool or thin id
-  4  permission denied (device-mapper needs root)
-  5  other failure (no /dev/mapper/control, unreadable kernel output, I/O)
-With status --check: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.";
+/// The exit codes, for `--help` and the man pages' EXIT STATUS sections.
+const EXIT_CODES: &[(i32, &str)] = &[
+    (exit::OK, "success"),
+    (
+        exit::REFUSED,
+        "refused: by the kernel, by a check of the pool's state before sending, \
+         or metadata found damaged or unreadable, or not thin metadata (meta)",
+    ),
+    (exit::USAGE, "bad command line"),
+    (exit::NOT_FOUND, "no such device, pool or thin id"),
+    (
+        exit::PERMISSION,
+        "permission denied (device-mapper needs root)",
+    ),
+    (
+        exit::OTHER,
+        "other failure (no /dev/mapper/control, unreadable kernel output, I/O)",
+    ),
+    (
+        exit::UNSUPPORTED,
+        "meta: the metadata uses features this rthinctl does not know",
+    ),
+];
+
+/// The exit codes of `status --check`, a monitoring plugin's.
+const CHECK_EXIT_CODES: &str = "With status --check: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.";
+
+/// The text after `--help`'s options: devices, targets, exit status.
+fn after_help() -> String {
+    let mut t = DEVICES.join("\n");
+    t.push_str("\n\nExit status:\n");
+    for (code, meaning) in EXIT_CODES {
+        t.push_str(&format!("  {code}  {meaning}\n"));
+    }
+    t.push_str(CHECK_EXIT_CODES);
+    t
+}
 
 /// Manage thin-provisioning pools (rthin and dm-thin) through device-mapper.
 #[derive(Parser, Debug)]
-#[command(name = "rthinctl", version, after_help = AFTER_HELP)]
+#[command(name = "rthinctl", version)]
 struct Cli {
     #[command(flatten)]
     out: OutputArgs,
@@ -59,7 +89,7 @@ struct OutputArgs {
     #[arg(long, global = true)]
     raw: bool,
     /// Size units like lvs: h b s k m g t p e r (upper case = powers of 1000).
-    #[arg(long, global = true, default_value = "h", value_parser = parse_units)]
+    #[arg(long, global = true, default_value = "h", value_parser = UnitsParser)]
     units: Units,
     /// Leave out unit suffixes.
     #[arg(long, global = true)]
@@ -68,15 +98,46 @@ struct OutputArgs {
     #[arg(long, global = true)]
     no_headings: bool,
     /// Separate columns with this string instead of aligning them.
-    #[arg(long, global = true, value_name = "S")]
+    #[arg(long, global = true, value_name = "S", value_hint = clap::ValueHint::Other)]
     separator: Option<String>,
     /// Print each message and suspend/resume before doing it.
     #[arg(short, long, global = true)]
     verbose: bool,
 }
 
-fn parse_units(s: &str) -> std::result::Result<Units, String> {
-    s.parse()
+/// `--units`: parsed by [`Units`], with its letters as the possible
+/// values (the shell completions offer them, not file names).
+#[derive(Clone)]
+struct UnitsParser;
+
+impl clap::builder::TypedValueParser for UnitsParser {
+    type Value = Units;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> std::result::Result<Units, clap::Error> {
+        value
+            .to_str()
+            .ok_or_else(|| "a unit letter".to_string())
+            .and_then(str::parse)
+            .map_err(|e| {
+                clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{e}\n"))
+                    .with_cmd(cmd)
+            })
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            "hbskmgtperHBSKMGTPER"
+                .chars()
+                .map(|c| clap::builder::PossibleValue::new(c.to_string())),
+        ))
+    }
 }
 
 /// A thin id: a number up to 16777215, or `auto` where allowed.
@@ -263,6 +324,20 @@ enum MetaCmd {
         /// not a failure (as thin_check's option of the same name).
         #[arg(long)]
         ignore_non_fatal_errors: bool,
+        /// When the check passes, clear the superblock's needs_check flag
+        /// (the one write rthinctl makes; LVM passes this by default).
+        #[arg(long, conflicts_with_all = ["live", "metadata_snap", "super_block_only"])]
+        clear_needs_check_flag: bool,
+        /// Accepted as thin_check's: the mapping trees are checked anyway.
+        #[arg(long)]
+        skip_mappings: bool,
+        /// Check the superblock only (checksum and fields).
+        #[arg(long, conflicts_with = "live")]
+        super_block_only: bool,
+        /// Check the held metadata snapshot's trees only, as --live does
+        /// (the device may belong to a running pool).
+        #[arg(short = 'm', long, conflicts_with = "live")]
+        metadata_snap: bool,
     },
     /// Print the metadata as thin_dump XML (streamed).
     Dump {
@@ -371,9 +446,10 @@ fn style_of(o: &OutputArgs) -> report::Style {
     }
 }
 
-/// The global output flags each command honours; any other given on its
-/// command line is refused rather than silently ignored.
-fn honoured(cmd: &Cmd) -> (&'static str, &'static [&'static str]) {
+/// The global output flags a command honours, by its name as typed
+/// without aliases (`meta dump`); any other given on its command line is
+/// refused rather than silently ignored, and left out of its `--help`.
+fn honoured_by(name: &str) -> &'static [&'static str] {
     const TABLE: &[&str] = &[
         "json",
         "raw",
@@ -383,50 +459,68 @@ fn honoured(cmd: &Cmd) -> (&'static str, &'static [&'static str]) {
         "separator",
     ];
     const CHANGE: &[&str] = &["json", "verbose"];
-    match cmd {
-        Cmd::Status(a) if a.check => ("status --check", &["json"]),
-        Cmd::Status(_) => ("status", TABLE),
-        Cmd::Ls { .. } => ("ls", TABLE),
-        Cmd::Watch(_) => ("watch", TABLE),
-        Cmd::CreateThin { .. } => ("create-thin", CHANGE),
-        Cmd::CreateSnap { .. } => ("create-snap", CHANGE),
-        Cmd::Delete { .. } => ("delete", CHANGE),
-        Cmd::SetTransactionId { .. } => ("set-transaction-id", CHANGE),
-        Cmd::MetadataSnap(_) | Cmd::ReserveAlias { .. } | Cmd::ReleaseAlias { .. } => {
-            ("metadata-snap", CHANGE)
-        }
-        Cmd::Message { .. } => ("message", CHANGE),
-        Cmd::Version => ("version", &["json"]),
-        Cmd::Meta(MetaCmd::Check { .. }) => ("meta check", &["json"]),
-        Cmd::Meta(MetaCmd::Dump { .. }) => ("meta dump", &[]),
-        Cmd::Meta(MetaCmd::Ls { .. }) => ("meta ls", TABLE),
-        Cmd::GenerateDocs { .. } => ("generate-docs", &[]),
+    match name {
+        "status" | "ls" | "watch" | "meta ls" => TABLE,
+        "create-thin"
+        | "create-snap"
+        | "delete"
+        | "set-transaction-id"
+        | "message"
+        | "reserve_metadata_snap"
+        | "release_metadata_snap" => CHANGE,
+        n if n.starts_with("metadata-snap ") => CHANGE,
+        "version" | "meta check" => &["json"],
+        _ => &[],
     }
 }
+
+/// The flags that shape a table; JSON has its own fixed form (sizes in
+/// bytes and in blocks), so they mean nothing with --json.
+const TABLE_FORMAT: &[&str] = &["raw", "units", "no_suffix", "no_headings", "separator"];
 
 /// Refuses global flags given to a command that has no use for them.
 fn check_globals(cmd: &Cmd, m: &clap::ArgMatches) -> Result<()> {
     let mut leaf = m;
-    while let Some((_, sub)) = leaf.subcommand() {
+    let mut name = Vec::new();
+    while let Some((n, sub)) = leaf.subcommand() {
+        name.push(n);
         leaf = sub;
     }
-    let (name, ok) = honoured(cmd);
+    let name = name.join(" ");
+    let ok = match cmd {
+        Cmd::Status(a) if a.check => &["json"][..],
+        _ => honoured_by(&name),
+    };
+    let given = |id: &str| {
+        matches!(
+            leaf.value_source(id),
+            Some(clap::parser::ValueSource::CommandLine)
+        )
+    };
+    let flag = |id: &str| format!("--{}", id.replace('_', "-"));
     // Every global flag of the CLI definition: a new one is refused where
-    // `honoured` does not list it.
-    let globals = command();
+    // `honoured_by` does not list it.
+    let globals = Cli::command();
     for id in globals
         .get_arguments()
         .filter(|a| a.is_global_set())
         .map(|a| a.get_id().as_str())
     {
-        let given = matches!(
-            leaf.value_source(id),
-            Some(clap::parser::ValueSource::CommandLine)
-        );
-        if given && !ok.contains(&id) {
+        if given(id) && !ok.contains(&id) {
+            let name = if matches!(cmd, Cmd::Status(a) if a.check) {
+                "status --check"
+            } else {
+                &name
+            };
             return Err(Error::usage(format!(
-                "--{} has no meaning for {name}",
-                id.replace('_', "-")
+                "{} has no meaning for {name}",
+                flag(id)
+            )));
+        }
+        if given(id) && given("json") && TABLE_FORMAT.contains(&id) {
+            return Err(Error::usage(format!(
+                "{} has no meaning with --json (JSON gives sizes in bytes and in blocks)",
+                flag(id)
             )));
         }
     }
@@ -447,6 +541,7 @@ enum Ready {
     CreateThin(String, IdArg, Guard),
     CreateSnap(String, IdArg, u32, bool, Guard),
     Delete(String, u32, Guard),
+    Message(String, explain::Msg),
     Other,
 }
 
@@ -490,6 +585,14 @@ fn ready(cmd: &Cmd) -> Result<Ready> {
                 .or(*id_pos)
                 .ok_or_else(|| Error::usage("delete needs a thin id: --id N"))?;
             Ready::Delete(pool.clone(), id, guard.clone())
+        }
+        Cmd::Message { pool, words, .. } => {
+            // One word may hold several (`message pool "create_thin 7"`).
+            let words: Vec<String> = words
+                .iter()
+                .flat_map(|w| w.split_whitespace().map(String::from))
+                .collect();
+            Ready::Message(pool.clone(), explain::Msg::from_words(&words)?)
         }
         Cmd::SetTransactionId { old, new, bump, .. } => {
             if !bump && old.zip(*new).is_none() {
@@ -580,8 +683,21 @@ fn run(cli: Cli, m: &clap::ArgMatches) -> Result<i32> {
                 path: Some(path),
                 quiet,
                 ignore_non_fatal_errors,
+                clear_needs_check_flag,
+                super_block_only,
+                metadata_snap,
                 ..
-            } => meta::check_with(path, *quiet, *ignore_non_fatal_errors, ctx.json),
+            } => meta::check_with(
+                path,
+                &meta::CheckOptions {
+                    quiet: *quiet,
+                    ignore_leaks: *ignore_non_fatal_errors,
+                    json: ctx.json,
+                    clear_needs_check: *clear_needs_check_flag,
+                    super_block_only: *super_block_only,
+                    snapshot: *metadata_snap,
+                },
+            ),
             MetaCmd::Check {
                 live: Some(pool),
                 quiet,
@@ -606,6 +722,10 @@ fn run(cli: Cli, m: &clap::ArgMatches) -> Result<i32> {
         return generate_docs(dir)
             .map(|_| exit::OK)
             .map_err(|e| Error::new(exit::OTHER, format!("{}: {e}", dir.display())));
+    }
+    if matches!(cli.cmd, Cmd::Version) && !ctx.json {
+        // Its own version, whether or not device-mapper can be opened.
+        println!("rthinctl {}", env!("CARGO_PKG_VERSION"));
     }
     let t = ops::open()?;
     let t: &dyn dm::Transport = &t;
@@ -638,7 +758,7 @@ fn run(cli: Cli, m: &clap::ArgMatches) -> Result<i32> {
         (Cmd::MetadataSnap(MetaSnapCmd::Show { pool }), _) => {
             ops::metadata_snap(&ctx, t, &pool, ops::SnapOp::Show)
         }
-        (Cmd::Message { pool, words, .. }, _) => ops::message(&ctx, t, &pool, &words),
+        (_, Ready::Message(pool, msg)) => ops::message(&ctx, t, &pool, &msg),
         (Cmd::Version, _) => ops::version(&ctx, t),
         _ => Ok(exit::OK),
     }
@@ -652,7 +772,8 @@ fn generate_docs(dir: &std::path::Path) -> std::io::Result<()> {
     let comp = dir.join("completions");
     std::fs::create_dir_all(&man)?;
     std::fs::create_dir_all(&comp)?;
-    let mut cmd = command().version(env!("CARGO_PKG_VERSION"));
+    // `rthinctl help` is `--help`: no page of its own, so none listed.
+    let mut cmd = without_help_subcommand(command().version(env!("CARGO_PKG_VERSION")));
     cmd.build();
     fn pages(cmd: &clap::Command, prefix: &str, dir: &std::path::Path) -> std::io::Result<()> {
         let name = if prefix.is_empty() {
@@ -660,28 +781,154 @@ fn generate_docs(dir: &std::path::Path) -> std::io::Result<()> {
         } else {
             format!("{prefix}-{}", cmd.get_name())
         };
-        let c = cmd.clone().name(name.clone());
-        let mut f = std::fs::File::create(dir.join(format!("{name}.8")))?;
-        clap_mangen::Man::new(c)
-            .section("8")
-            .manual("System Administration")
-            .source(format!("rthinctl {}", env!("CARGO_PKG_VERSION")))
-            .render(&mut f)?;
-        for sub in cmd
-            .get_subcommands()
-            .filter(|s| !s.is_hide_set() && s.get_name() != "help")
-        {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join(format!("{name}.8")))?);
+        man_page(cmd.clone().name(name.clone()), &mut f)?;
+        f.flush()?;
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
             pages(sub, &name, dir)?;
         }
         Ok(())
     }
     pages(&cmd, "", &man)?;
     use clap_complete::Shell;
+    // Hidden commands (generate-docs, the underscore aliases) are not offered.
+    let globals: Vec<clap::Arg> = cmd
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .cloned()
+        .collect();
+    let mut visible = visible_only(&cmd, "", &globals);
     for sh in [Shell::Bash, Shell::Zsh, Shell::Fish] {
-        clap_complete::generate_to(sh, &mut cmd, "rthinctl", &comp)?;
+        let path = clap_complete::generate_to(sh, &mut visible, "rthinctl", &comp)?;
+        let names = match sh {
+            Shell::Bash => BASH_NAMES,
+            Shell::Fish => FISH_NAMES,
+            _ => continue,
+        };
+        let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
+        f.write_all(names.as_bytes())?;
     }
     Ok(())
 }
+
+/// `c` and its subcommands without the implicit `help` subcommand.
+fn without_help_subcommand(c: clap::Command) -> clap::Command {
+    let mut c = c.disable_help_subcommand(true);
+    for sub in c.get_subcommands_mut() {
+        *sub = without_help_subcommand(sub.clone());
+    }
+    c
+}
+
+/// A copy of the command `c` (named `path`, "" for rthinctl itself) for
+/// the completions: clap's generators offer hidden subcommands and flags
+/// too, so they are left out, and each subcommand gets, as its own flags,
+/// the global flags it honours (all of them before a subcommand).
+fn visible_only(c: &clap::Command, path: &str, globals: &[clap::Arg]) -> clap::Command {
+    let ok = honoured_by(path);
+    let own = c.get_arguments().filter(|a| {
+        !a.is_hide_set() && !a.is_global_set() && !matches!(a.get_id().as_str(), "help" | "version")
+    });
+    let global = globals
+        .iter()
+        .filter(|g| path.is_empty() || ok.contains(&g.get_id().as_str()))
+        .map(|g| g.clone().global(false));
+    let mut v = clap::Command::new(c.get_name().to_string())
+        .args(own.cloned().chain(global))
+        .disable_help_subcommand(true);
+    if let Some(a) = c.get_about() {
+        v = v.about(a.clone());
+    }
+    for sub in c.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("{path} {}", sub.get_name())
+            .trim_start()
+            .to_string();
+        v = v.subcommand(visible_only(sub, &name, globals));
+    }
+    v
+}
+
+/// One man page: clap_mangen's sections, then the devices note and the
+/// exit status as man pages set them (a tagged paragraph per code; clap's
+/// after-help text would be reflowed into one paragraph).
+fn man_page(cmd: clap::Command, w: &mut dyn Write) -> std::io::Result<()> {
+    let has_args = cmd.get_arguments().any(|a| !a.is_hide_set());
+    let has_subs = cmd.get_subcommands().any(|s| !s.is_hide_set());
+    let has_version = cmd.get_version().is_some();
+    let man = clap_mangen::Man::new(cmd)
+        .section("8")
+        .manual("System Administration")
+        .source(format!("rthinctl {}", env!("CARGO_PKG_VERSION")));
+    man.render_title(w)?;
+    man.render_name_section(w)?;
+    man.render_synopsis_section(w)?;
+    man.render_description_section(w)?;
+    if has_args {
+        man.render_options_section(w)?;
+    }
+    if has_subs {
+        man.render_subcommands_section(w)?;
+    }
+    writeln!(w, ".SH DEVICES")?;
+    for (i, line) in DEVICES.iter().enumerate() {
+        writeln!(w, "{}{line}", if i == 0 { "" } else { ".br\n" })?;
+    }
+    writeln!(w, ".SH \"EXIT STATUS\"")?;
+    for (code, meaning) in EXIT_CODES {
+        writeln!(w, ".TP\n{code}\n{meaning}")?;
+    }
+    writeln!(w, ".PP\n{CHECK_EXIT_CODES}")?;
+    if has_version {
+        man.render_version_section(w)?;
+    }
+    Ok(())
+}
+
+/// Bash: pool and thin names from device-mapper (either target) where a
+/// command takes one, after clap's completion of the options.
+const BASH_NAMES: &str = r#"
+# Pool and thin names, where a command takes one (added by rthinctl).
+_rthinctl_dm_names() {
+	local t
+	for t in "$@"; do dmsetup ls --target "$t" 2>/dev/null; done |
+		awk '$1 != "No" { print $1 }'
+}
+_rthinctl_names() {
+	_rthinctl "$@"
+	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} w words=
+	[[ $cur == -* ]] && return 0
+	for w in "${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
+		case $w in -*) ;; *) words="$words $w" ;; esac
+	done
+	local pools="thin-pool rthin-pool" names=
+	case "$prev" in
+	--live) names=$(_rthinctl_dm_names $pools) ;;
+	*)
+		case "$words" in
+		" status"*) names=$(_rthinctl_dm_names $pools thin rthin) ;;
+		" ls" | " watch"* | " create-thin" | " create-snap" | " delete" | " set-transaction-id" | 			" message" | " metadata-snap reserve" | " metadata-snap release" | " metadata-snap show")
+			names=$(_rthinctl_dm_names $pools) ;;
+		*) return 0 ;;
+		esac
+		;;
+	esac
+	COMPREPLY=($(compgen -W "$names" -- "$cur"))
+}
+complete -F _rthinctl_names -o nosort -o bashdefault -o default rthinctl
+"#;
+
+/// Fish: the same names.
+const FISH_NAMES: &str = r#"
+# Pool and thin names, where a command takes one (added by rthinctl).
+function __rthinctl_dm_names
+	for t in $argv
+		dmsetup ls --target $t 2>/dev/null | string match -rv '^No devices' | string replace -r '\s.*' ''
+	end
+end
+complete -c rthinctl -n "__fish_seen_subcommand_from ls watch create-thin create-snap delete set-transaction-id message reserve release show" -f -a "(__rthinctl_dm_names thin-pool rthin-pool)"
+complete -c rthinctl -n "__fish_seen_subcommand_from status" -f -a "(__rthinctl_dm_names thin-pool rthin-pool thin rthin)"
+complete -c rthinctl -l live -f -a "(__rthinctl_dm_names thin-pool rthin-pool)"
+"#;
 
 /// Whether the command line asks for `status --check` (whose every failure,
 /// a bad command line included, is UNKNOWN to a monitoring system).
@@ -690,11 +937,34 @@ fn check_mode(args: &[std::ffi::OsString]) -> bool {
     a.contains(&"status") && a.contains(&"--check")
 }
 
-/// The command definition (also used to generate the man page and the
-/// shell completions: `rthinctl gen-man`, `gen-completions` are hidden).
+/// The command definition (also used to generate the man pages and the
+/// shell completions), each subcommand's help without the global flags
+/// it refuses.
 pub fn command() -> clap::Command {
-    use clap::CommandFactory;
-    Cli::command()
+    /// Gives each subcommand under `c` a hidden copy of the global flags
+    /// it refuses (clap then propagates only the others into it).
+    fn hide_refused(c: &mut clap::Command, path: &str, globals: &[clap::Arg]) {
+        for sub in c.get_subcommands_mut() {
+            let name = format!("{path} {}", sub.get_name())
+                .trim_start()
+                .to_string();
+            let ok = honoured_by(&name);
+            for g in globals {
+                if !ok.contains(&g.get_id().as_str()) {
+                    *sub = sub.clone().arg(g.clone().hide(true));
+                }
+            }
+            hide_refused(sub, &name, globals);
+        }
+    }
+    let mut cmd = Cli::command().after_help(after_help());
+    let globals: Vec<clap::Arg> = cmd
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .cloned()
+        .collect();
+    hide_refused(&mut cmd, "", &globals);
+    cmd
 }
 
 fn main() -> ExitCode {
@@ -707,7 +977,13 @@ fn main() -> ExitCode {
             nix::sys::signal::SigHandler::SigDfl,
         );
     }
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // Installed (linked) as rthin_check, rthinctl is `rthinctl meta check`
+    // with thin_check's options: LVM's thin_check_executable.
+    let called = args.first().map(std::path::Path::new);
+    if called.and_then(|p| p.file_name()) == Some(std::ffi::OsStr::new("rthin_check")) {
+        args.splice(1..1, ["meta".into(), "check".into()]);
+    }
     let in_check = check_mode(&args);
     let usage_code = if in_check {
         exit::CHECK_UNKNOWN
@@ -760,16 +1036,15 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn cli_is_consistent() {
-        Cli::command().debug_assert();
+        command().debug_assert();
     }
 
     #[test]
     fn help_documents_exit_codes() {
-        let h = Cli::command().render_long_help().to_string();
+        let h = command().render_long_help().to_string();
         for s in ["Exit status:", "3  no such device", "UNKNOWN", "rthin-pool"] {
             assert!(h.contains(s), "{s}");
         }
@@ -809,6 +1084,64 @@ mod tests {
             let e = p(bad).unwrap_err();
             assert!(e.use_stderr(), "{bad:?}");
         }
+    }
+
+    /// The generated man pages name only pages that exist, each has an
+    /// EXIT STATUS section with a paragraph per code, and the completions
+    /// offer no hidden command, unit letters rather than file names after
+    /// --units, and pool names from device-mapper.
+    #[test]
+    fn generated_pages_and_completions_are_true() {
+        let dir = std::env::temp_dir().join(format!("rthinctl-docs-{}", std::process::id()));
+        generate_docs(&dir).unwrap();
+        let man = dir.join("man8");
+        let mut pages = 0;
+        for e in std::fs::read_dir(&man).unwrap() {
+            let page = std::fs::read_to_string(e.unwrap().path()).unwrap();
+            pages += 1;
+            for (i, _) in page.match_indices("(8)") {
+                let start = page[..i]
+                    .rfind(|c: char| c.is_whitespace())
+                    .map_or(0, |s| s + 1);
+                let name = page[start..i]
+                    .trim_start_matches("\\fB")
+                    .replace("\\-", "-");
+                assert!(
+                    man.join(format!("{name}.8")).exists(),
+                    "{name}(8) is listed but not generated"
+                );
+            }
+            assert!(
+                page.contains(".SH \"EXIT STATUS\"\n.TP\n0\nsuccess\n.TP\n1\n"),
+                "{page}"
+            );
+            assert!(page.contains(".TP\n6\n"), "{page}");
+        }
+        assert!(pages > 10, "{pages} pages");
+        let comp = dir.join("completions");
+        for f in ["rthinctl.bash", "_rthinctl", "rthinctl.fish"] {
+            let c = std::fs::read_to_string(comp.join(f)).unwrap();
+            assert!(!c.contains("generate-docs"), "{f} offers generate-docs");
+            // The about text of the hidden underscore aliases.
+            assert!(!c.contains("Alias of"), "{f} offers a hidden alias");
+        }
+        let bash = std::fs::read_to_string(comp.join("rthinctl.bash")).unwrap();
+        let units = bash.find("--units)").unwrap();
+        let case = &bash[units..units + bash[units..].find(";;").unwrap()];
+        assert!(
+            !case.contains("compgen -f") && case.contains("h b s k"),
+            "{case}"
+        );
+        assert!(
+            bash.contains("dmsetup ls --target") && bash.contains("complete -F _rthinctl_names")
+        );
+        // Each command is offered the global flags it honours, no others.
+        let dump = bash.find("rthinctl__subcmd__meta__subcmd__dump)").unwrap();
+        let opts = bash[dump..].lines().nth(1).unwrap();
+        assert_eq!(opts.trim(), r#"opts="-m -h --metadata-snap --help""#);
+        let fish = std::fs::read_to_string(comp.join("rthinctl.fish")).unwrap();
+        assert!(fish.contains("__rthinctl_dm_names thin-pool rthin-pool"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Documentation/rthinctl.md names every command and every option of

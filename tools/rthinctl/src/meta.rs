@@ -15,7 +15,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 
 use rthin_core::core_error::{CoreError, CoreResult};
-use rthin_core::metadata::superblock::MAGIC;
+use rthin_core::metadata::superblock::{FLAG_NEEDS_CHECK, MAGIC};
 use rthin_core::metadata::thin_metadata::{DeviceDetails, Mapping, ThinMetadata};
 use rthin_core::pdata::block_store::BlockStore;
 use rthin_core::pdata::checksum::{seal, verify, BlockKind, BLOCK_SIZE};
@@ -93,14 +93,16 @@ impl FileStore {
         let ft = md.file_type();
         if ft.is_dir() {
             return Err(Error::new(
-                exit::USAGE,
-                format!("{path} is a directory, not a metadata device or image"),
+                exit::REFUSED,
+                format!(
+                    "not thin-pool metadata: {path} is a directory, not a metadata device or image"
+                ),
             ));
         }
         let block = ft.is_block_device();
         if !block && !ft.is_file() {
             return Err(Error::new(
-                exit::USAGE,
+                exit::REFUSED,
                 format!(
                     "not thin-pool metadata: {path} is a {}, not a block device or image file",
                     if ft.is_char_device() {
@@ -177,6 +179,11 @@ impl FileStore {
             BLOCK_SIZE
         };
         let head = &head[..n];
+        // The magic first: a superblock's checksum (its first four bytes)
+        // is as likely as not to start like text ('<', '{', '#', a space).
+        if self.nr_blocks > 0 && head[32..40] == MAGIC.to_le_bytes() {
+            return self.superblock_fits(path, head, len);
+        }
         let text = String::from_utf8_lossy(&head[..n.min(512)]);
         let t = text.trim_start();
         if t.starts_with("<superblock") || t.starts_with("<?xml") && t.contains("<superblock") {
@@ -223,30 +230,71 @@ impl FileStore {
         Ok(())
     }
 
+    /// Refuses a superblock that cannot be read safely (unknown incompat
+    /// features) or that describes more metadata than the file holds. A
+    /// superblock whose checksum fails is left to the reader, which
+    /// reports it as damage (its fields cannot be trusted).
+    fn superblock_fits(&self, path: &str, head: &[u8], len: u64) -> Result<()> {
+        use rthin_core::metadata::superblock::{off, Superblock};
+        if verify(BlockKind::Superblock, 0, head).is_err() {
+            return Ok(());
+        }
+        let sb = match Superblock::decode_with(head, true) {
+            Ok(sb) => sb,
+            Err(CoreError::Unsupported) => {
+                let flags = u32::from_le_bytes(
+                    head[off::INCOMPAT..off::INCOMPAT + 4]
+                        .try_into()
+                        .unwrap_or([0; 4]),
+                );
+                return Err(Error::new(
+                    exit::UNSUPPORTED,
+                    format!("{path}: the metadata uses an unsupported feature (incompat_flags {flags:#x}) that this rthinctl cannot read safely; it is not damage: read it with tools that support the feature"),
+                ));
+            }
+            // Other bad fields are damage: the reader reports them.
+            Err(_) => return Ok(()),
+        };
+        if sb.meta_sm.nr_blocks > self.nr_blocks {
+            return Err(Error::new(
+                exit::REFUSED,
+                format!(
+                    "{path} is {} blocks ({len} bytes) but its superblock describes {} metadata blocks: a truncated copy? copy the whole metadata device",
+                    self.nr_blocks, sb.meta_sm.nr_blocks
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The held snapshot's superblock as block 0: its trees, the live
     /// space-map roots, sealed for block 0.
     fn snapshot_superblock(&self, path: &str) -> Result<Vec<u8>> {
         let bad = |t: String| Error::new(exit::REFUSED, format!("{path}: {t}"));
+        let held = rthin_core::metadata::checker::superblock(self)
+            .map_err(|t| damaged(path, t))?
+            .held_root;
         let live = self
             .read(0, BlockKind::Superblock)
-            .map_err(|e| bad(format!("superblock: {e:?}")))?;
-        let held = rthin_core::metadata::superblock::Superblock::decode(&live)
-            .map_err(|e| bad(format!("superblock: {e:?}")))?
-            .held_root;
+            .map_err(|e| damaged(path, format!("{e} in superblock (block 0)")))?;
         if held == 0 {
             return Err(Error::new(
                 exit::REFUSED,
                 format!("{path}: the pool holds no metadata snapshot (reserve one: rthinctl metadata-snap reserve POOL)"),
             ));
         }
-        let mut h = self
-            .read(held, BlockKind::Superblock)
-            .map_err(|e| bad(format!("metadata snapshot at block {held}: {e:?}")))?;
+        let mut h = self.read(held, BlockKind::Superblock).map_err(|e| {
+            damaged(
+                path,
+                format!("{e} in metadata snapshot superblock (block {held})"),
+            )
+        })?;
         // Space-map roots (offsets 64 and 192, 128 bytes each) from the
         // live superblock; no held root of its own.
         h[64..320].copy_from_slice(&live[64..320]);
         h[56..64].copy_from_slice(&0u64.to_le_bytes());
-        seal(BlockKind::Superblock, 0, &mut h).map_err(|e| bad(format!("{e:?}")))?;
+        seal(BlockKind::Superblock, 0, &mut h)
+            .map_err(|e| bad(format!("cannot use the metadata snapshot: {e}")))?;
         Ok(h)
     }
 
@@ -309,18 +357,40 @@ impl BlockStore for FileStore {
     }
 }
 
+/// What to do about damaged metadata found by a reader (dump, ls).
+const REPAIR_ADVICE: &str =
+    "rthinctl meta check lists every problem; thin_repair writes a repaired copy to a new device";
+
+/// Damaged metadata: what is wrong (`what`, in words), and what to do.
+fn damaged(path: &str, what: String) -> Error {
+    Error::new(
+        exit::REFUSED,
+        format!("{path}: metadata is damaged: {what}"),
+    )
+    .note(REPAIR_ADVICE)
+}
+
 /// A sentence for a core error met while reading metadata.
 pub fn core_sentence(path: &str, e: CoreError) -> Error {
-    let t = match e {
-        CoreError::Unformatted => format!("{path} holds no thin metadata (block 0 is all zero)"),
-        CoreError::Corrupt(c) => format!(
-            "{path}: metadata is damaged ({c:?}); run thin_check on it, then thin_repair to a new device"
+    match e {
+        CoreError::Unformatted => Error::new(
+            exit::REFUSED,
+            format!("{path} holds no thin metadata (block 0 is all zero)"),
         ),
-        CoreError::Io(n) => format!("{path}: read error (errno {})", n.unsigned_abs()),
-        CoreError::NotFound => format!("{path}: no such thin device in the metadata"),
-        other => format!("{path}: cannot read the metadata ({other:?})"),
-    };
-    Error::new(exit::REFUSED, t)
+        CoreError::Corrupt(c) => damaged(path, c.to_string()),
+        CoreError::Io(n) => Error::new(
+            exit::OTHER,
+            format!("{path}: read error (errno {})", n.unsigned_abs()),
+        ),
+        CoreError::NotFound => Error::new(
+            exit::REFUSED,
+            format!("{path}: no such thin device in the metadata"),
+        ),
+        other => Error::new(
+            exit::REFUSED,
+            format!("{path}: cannot read the metadata: {other}"),
+        ),
+    }
 }
 
 /// Opens metadata read-only.
@@ -331,16 +401,22 @@ pub fn open_md(path: &str) -> Result<ThinMetadata<FileStore>> {
 
 /// Opens metadata read-only, through the held snapshot if asked.
 pub fn open_md_with(path: &str, mode: OpenMode) -> Result<ThinMetadata<FileStore>> {
-    ThinMetadata::open_read_only(FileStore::open(path, mode)?, None)
-        .map_err(|e| core_sentence(path, e))
+    let store = FileStore::open(path, mode)?;
+    // The checker's reading of the superblock names what is wrong with it
+    // (and refuses fields the core's reader takes as they are).
+    rthin_core::metadata::checker::superblock(&store).map_err(|t| damaged(path, t))?;
+    ThinMetadata::open_read_only(store, None).map_err(|e| core_sentence(path, e))
 }
 
 #[derive(Serialize)]
 struct JDev {
     dev_id: u64,
     mapped_blocks: u64,
+    mapped_bytes: u64,
     exclusive_blocks: u64,
+    exclusive_bytes: u64,
     shared_blocks: u64,
+    shared_bytes: u64,
     highest_mapped_block: Option<u64>,
     transaction_id: u64,
     creation_time: u32,
@@ -430,8 +506,11 @@ pub fn ls(path: &str, mode: OpenMode, json: bool, style: &crate::report::Style) 
                 .map(|((d, x), u)| JDev {
                     dev_id: *d,
                     mapped_blocks: x.mapped_blocks,
+                    mapped_bytes: x.mapped_blocks.saturating_mul(bs),
                     exclusive_blocks: u.exclusive,
+                    exclusive_bytes: u.exclusive.saturating_mul(bs),
                     shared_blocks: u.shared,
+                    shared_bytes: u.shared.saturating_mul(bs),
                     highest_mapped_block: u.highest,
                     transaction_id: x.transaction_id,
                     creation_time: x.creation_time,
@@ -586,6 +665,11 @@ pub fn dump(path: &str, mode: OpenMode) -> Result<i32> {
     }
 }
 
+/// `n` things, in good English: "1 problem", "3 problems".
+fn count(n: usize, thing: &str) -> String {
+    format!("{n} {thing}{}", if n == 1 { "" } else { "s" })
+}
+
 /// Problems listed in full; past this they are counted.
 const MAX_SHOWN: usize = 100;
 
@@ -621,8 +705,9 @@ fn leak_lines(r: &CheckReport) -> Vec<String> {
         }
         let shown: Vec<String> = blocks.iter().take(10).map(u64::to_string).collect();
         v.push(format!(
-            "{} {what} blocks have leaked (counted in use, referenced by nothing): {}{}",
-            blocks.len(),
+            "{} {} leaked (counted in use, referenced by nothing): {}{}",
+            count(blocks.len(), &format!("{what} block")),
+            if blocks.len() == 1 { "has" } else { "have" },
             shown.join(" "),
             if blocks.len() > 10 { " ..." } else { "" }
         ));
@@ -660,7 +745,7 @@ pub fn judge(path: &str, store: &FileStore, live: bool, ignore_leaks: bool) -> C
         mappings: rep.mappings,
         data_blocks_in_use: rep.data_allocated,
         metadata_blocks_in_use: rep.meta_allocated,
-        needs_check: sb.is_some_and(|s| s.flags & 1 != 0),
+        needs_check: sb.is_some_and(|s| s.flags & FLAG_NEEDS_CHECK != 0),
         damage: rep.errors,
         leaked_data_blocks: rep.data_leaks,
         leaked_metadata_blocks: rep.meta_leaks,
@@ -677,8 +762,11 @@ pub fn report_check(r: &CheckReport, quiet: bool, json: bool) -> Result<i32> {
         return Ok(r.exit);
     }
     let path = &r.path;
-    for w in &r.warnings {
-        eprintln!("rthinctl: warning: {path}: {w}");
+    // -q: nothing at all when the check passes (cron mails what it prints).
+    if !quiet {
+        for w in &r.warnings {
+            eprintln!("rthinctl: warning: {path}: {w}");
+        }
     }
     let leaks = leak_lines(r);
     let cut = |v: &[String]| -> Vec<String> {
@@ -693,12 +781,12 @@ pub fn report_check(r: &CheckReport, quiet: bool, json: bool) -> Result<i32> {
         notes.extend(leaks);
         return Err(Error {
             text: format!(
-                "{path}: metadata is damaged ({} problems); {}",
-                r.damage.len(),
+                "{path}: metadata is damaged ({}); {}",
+                count(r.damage.len(), "problem"),
                 if r.live {
-                    "take the pool down, run thin_check on its metadata, then thin_repair to a new device"
+                    "take the pool down, check its metadata with rthinctl meta check, then thin_repair it to a new device"
                 } else {
-                    "run thin_repair to a new device (thin_check confirms)"
+                    "thin_repair writes a repaired copy to a new device"
                 }
             ),
             code: exit::REFUSED,
@@ -714,23 +802,23 @@ pub fn report_check(r: &CheckReport, quiet: bool, json: bool) -> Result<i32> {
             notes: leaks,
         });
     }
-    for l in &leaks {
-        eprintln!("rthinctl: warning: {path}: {l}");
-    }
     if !quiet {
+        for l in &leaks {
+            eprintln!("rthinctl: warning: {path}: {l}");
+        }
         if r.live {
             println!(
-                "{path}: metadata snapshot ok: {} devices, transaction {}; {} mappings, every mapped block counted in use by the data space map",
-                r.devices,
+                "{path}: metadata snapshot ok: {}, transaction {}; {}, every mapped block counted in use by the data space map",
+                count(r.devices, "device"),
                 r.transaction_id.unwrap_or(0),
-                r.mappings
+                count(r.mappings as usize, "mapping")
             );
         } else {
             println!(
-                "{path}: metadata ok: {} devices, transaction {}; {} mappings, {} data and {} metadata blocks in use, reference counts agree{}{}",
-                r.devices,
+                "{path}: metadata ok: {}, transaction {}; {}, {} data and {} metadata blocks in use, reference counts agree{}{}",
+                count(r.devices, "device"),
                 r.transaction_id.unwrap_or(0),
-                r.mappings,
+                count(r.mappings as usize, "mapping"),
                 r.data_blocks_in_use,
                 r.metadata_blocks_in_use,
                 if leaks.is_empty() {
@@ -739,7 +827,7 @@ pub fn report_check(r: &CheckReport, quiet: bool, json: bool) -> Result<i32> {
                     " apart from the leaks"
                 },
                 if r.needs_check {
-                    " (needs_check is set: clear it with thin_check --clear-needs-check-flag)"
+                    " (needs_check is set: --clear-needs-check-flag clears it)"
                 } else {
                     ""
                 }
@@ -760,129 +848,126 @@ pub fn report_check(r: &CheckReport, quiet: bool, json: bool) -> Result<i32> {
 /// fails it. Search hints that disagree are warnings.
 #[cfg(test)]
 pub fn check(path: &str, quiet: bool, ignore_leaks: bool) -> Result<i32> {
-    check_with(path, quiet, ignore_leaks, false)
+    check_with(
+        path,
+        &CheckOptions {
+            quiet,
+            ignore_leaks,
+            ..CheckOptions::default()
+        },
+    )
 }
 
-/// [`check`], with JSON output if asked.
-pub fn check_with(path: &str, quiet: bool, ignore_leaks: bool, json: bool) -> Result<i32> {
-    let store = FileStore::open(path, OpenMode::default())?;
-    let r = judge(path, &store, false, ignore_leaks);
-    report_check(&r, quiet, json)
+/// What `meta check PATH` is asked to do (thin_check's options).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CheckOptions {
+    /// -q: print nothing when the check passes.
+    pub quiet: bool,
+    /// --ignore-non-fatal-errors: leaks pass.
+    pub ignore_leaks: bool,
+    /// --json.
+    pub json: bool,
+    /// --clear-needs-check-flag: clear needs_check when the check passes.
+    pub clear_needs_check: bool,
+    /// --super-block-only.
+    pub super_block_only: bool,
+    /// -m: the held metadata snapshot's trees only.
+    pub snapshot: bool,
 }
+
+/// [`check`], with thin_check's options.
+pub fn check_with(path: &str, o: &CheckOptions) -> Result<i32> {
+    let mode = OpenMode {
+        snap: false,
+        shared: o.snapshot,
+    };
+    let store = FileStore::open(path, mode)?;
+    if o.super_block_only {
+        let sb = rthin_core::metadata::checker::superblock(&store)
+            .map_err(|t| Error::new(exit::REFUSED, format!("{path}: metadata is damaged: {t}")))?;
+        let needs_check = sb.flags & FLAG_NEEDS_CHECK != 0;
+        if o.json {
+            let j = serde_json::json!({
+                "schema": "rthinctl.meta-check-superblock/1",
+                "path": path,
+                "verdict": "ok",
+                "transaction_id": sb.trans_id,
+                "needs_check": needs_check,
+            });
+            println!("{j:#}");
+        } else if !o.quiet {
+            println!(
+                "{path}: superblock ok: transaction {}, {} metadata blocks{}",
+                sb.trans_id,
+                sb.meta_sm.nr_blocks,
+                if needs_check { ", needs_check set" } else { "" }
+            );
+        }
+        return Ok(exit::OK);
+    }
+    let r = judge(path, &store, o.snapshot, o.ignore_leaks);
+    // The exclusive (read-only) open ends before the one that writes.
+    drop(store);
+    let code = report_check(&r, o.quiet, o.json)?;
+    if o.clear_needs_check && r.needs_check {
+        clear_needs_check(path)?;
+        if !o.quiet && !o.json {
+            println!("{path}: needs_check cleared");
+        }
+    }
+    Ok(code)
+}
+
+/// Clears the needs_check flag in the superblock of `path` (checked just
+/// before, by the caller) and reseals it, as thin_check
+/// --clear-needs-check-flag does. A block device is opened exclusively.
+fn clear_needs_check(path: &str) -> Result<()> {
+    let fail = |what: &str, e: std::io::Error| {
+        Error::new(
+            exit::OTHER,
+            format!("{path}: cannot clear needs_check: {what}: {e}"),
+        )
+    };
+    let block = std::fs::metadata(path)
+        .map(|m| m.file_type().is_block_device())
+        .unwrap_or(false);
+    let mut o = OpenOptions::new();
+    o.read(true).write(true);
+    if block {
+        o.custom_flags(nix::libc::O_EXCL);
+    }
+    let f = o.open(path).map_err(|e| fail("open", e))?;
+    let mut sb = vec![0u8; BLOCK_SIZE];
+    f.read_exact_at(&mut sb, 0).map_err(|e| fail("read", e))?;
+    verify(BlockKind::Superblock, 0, &sb)
+        .map_err(|e| damaged(path, format!("{e} in superblock (block 0)")))?;
+    let at = rthin_core::metadata::superblock::off::FLAGS;
+    let flags = u32::from_le_bytes(sb[at..at + 4].try_into().unwrap_or([0; 4]));
+    sb[at..at + 4].copy_from_slice(&(flags & !FLAG_NEEDS_CHECK).to_le_bytes());
+    seal(BlockKind::Superblock, 0, &mut sb).map_err(|e| {
+        Error::new(
+            exit::OTHER,
+            format!("{path}: cannot seal the superblock: {e}"),
+        )
+    })?;
+    f.write_all_at(&sb, 0).map_err(|e| fail("write", e))?;
+    f.sync_all().map_err(|e| fail("sync", e))
+}
+
+#[cfg(test)]
+#[path = "../tests/common/image.rs"]
+#[allow(dead_code)]
+mod test_image;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rthin_core::pdata::checksum::seal;
-    use std::collections::HashMap;
 
-    /// A writable in-memory store, to build metadata images for the tests.
-    struct MemRw {
-        disk: Vec<Vec<u8>>,
-        cache: HashMap<u64, (Vec<u8>, BlockKind)>,
-    }
-
-    impl MemRw {
-        fn new(nr: u64) -> Self {
-            Self {
-                disk: vec![vec![0u8; BLOCK_SIZE]; nr as usize],
-                cache: HashMap::new(),
-            }
-        }
-        fn load(&self, b: u64, kind: BlockKind) -> CoreResult<Vec<u8>> {
-            if let Some((d, _)) = self.cache.get(&b) {
-                return Ok(d.clone());
-            }
-            let d = self.disk.get(b as usize).ok_or(CoreError::Io(-5))?.clone();
-            verify(kind, b, &d)?;
-            Ok(d)
-        }
-    }
-
-    impl BlockStore for MemRw {
-        type Read<'a> = Vec<u8>;
-        type Write<'a> = &'a mut [u8];
-        fn nr_blocks(&self) -> u64 {
-            self.disk.len() as u64
-        }
-        fn read(&self, b: u64, kind: BlockKind) -> CoreResult<Vec<u8>> {
-            self.load(b, kind)
-        }
-        fn write(&mut self, b: u64, kind: BlockKind) -> CoreResult<&mut [u8]> {
-            let d = self.load(b, kind)?;
-            let e = self.cache.entry(b).or_insert((d, kind));
-            e.1 = kind;
-            Ok(&mut e.0[..])
-        }
-        fn zeroed(&mut self, b: u64, kind: BlockKind) -> CoreResult<&mut [u8]> {
-            if b >= self.nr_blocks() {
-                return Err(CoreError::Io(-5));
-            }
-            self.cache.insert(b, (vec![0u8; BLOCK_SIZE], kind));
-            Ok(&mut self.cache.get_mut(&b).ok_or(CoreError::Internal)?.0[..])
-        }
-        fn copy(&mut self, from: u64, to: u64, kind: BlockKind) -> CoreResult<()> {
-            let d = self.load(from, kind)?;
-            self.cache.insert(to, (d, kind));
-            Ok(())
-        }
-        fn flush(&mut self) -> CoreResult<()> {
-            for (b, (mut d, kind)) in self.cache.drain() {
-                seal(kind, b, &mut d)?;
-                self.disk[b as usize] = d;
-            }
-            Ok(())
-        }
-    }
-
-    fn image() -> (tempfile_path::TempPath, String) {
-        image_with(|_| {})
-    }
-
-    /// The test image, changed by `f` before the commit.
-    fn image_with(f: impl FnOnce(&mut ThinMetadata<MemRw>)) -> (tempfile_path::TempPath, String) {
-        let mut md = ThinMetadata::format(MemRw::new(1024), 128, 1000).unwrap();
-        md.set_transaction_id(0, 7).unwrap();
-        md.create_thin(1).unwrap();
-        for v in 0..5 {
-            let b = md.alloc_data_block().unwrap();
-            md.insert_mapping(1, v, b).unwrap();
-        }
-        let b = md.alloc_data_block().unwrap();
-        md.insert_mapping(1, 9, b).unwrap();
-        md.create_snap(2, 1).unwrap();
-        let b = md.alloc_data_block().unwrap();
-        md.insert_mapping(2, 0, b).unwrap();
-        f(&mut md);
-        md.commit().unwrap();
-        let disk = md.into_store().disk.concat();
-        let p = tempfile_path::TempPath::new(&disk);
-        let s = p.0.clone();
-        (p, s)
-    }
-
-    /// A temporary file removed on drop (no extra crate for this).
-    mod tempfile_path {
-        pub struct TempPath(pub String);
-        impl TempPath {
-            pub fn new(bytes: &[u8]) -> Self {
-                use std::sync::atomic::{AtomicU32, Ordering};
-                static N: AtomicU32 = AtomicU32::new(0);
-                let p = std::env::temp_dir().join(format!(
-                    "rthinctl-meta-{}-{}.img",
-                    std::process::id(),
-                    N.fetch_add(1, Ordering::Relaxed)
-                ));
-                std::fs::write(&p, bytes).unwrap();
-                Self(p.to_string_lossy().into_owned())
-            }
-        }
-        impl Drop for TempPath {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_file(&self.0);
-            }
-        }
-    }
+    use super::test_image::{
+        image, image_bytes_with, image_with, patch_nodes, patch_superblock, thin_restore_090_hints,
+        TempPath,
+    };
+    use rthin_core::metadata::superblock::off;
 
     #[test]
     fn dump_matches_what_was_written() {
@@ -919,18 +1004,18 @@ mod tests {
         assert_eq!(e.code, exit::REFUSED);
         assert!(e.text.contains("damaged"), "{}", e.text);
         drop(tmp);
-        let zero = tempfile_path::TempPath::new(&vec![0u8; 64 * 4096]);
+        let zero = TempPath::new(&vec![0u8; 64 * 4096]);
         assert!(open_md(&zero.0)
             .err()
             .unwrap()
             .text
             .contains("no thin metadata"));
-        let short = tempfile_path::TempPath::new(&[1, 2, 3]);
+        let short = TempPath::new(&[1, 2, 3]);
         assert!(open_md(&short.0).is_err());
         let rnd: Vec<u8> = (0..8 * 4096u32)
             .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
             .collect();
-        let junk = tempfile_path::TempPath::new(&rnd);
+        let junk = TempPath::new(&rnd);
         assert!(open_md(&junk.0).is_err());
         assert_eq!(
             open_md("/nonexistent/meta").err().unwrap().code,
@@ -950,7 +1035,7 @@ mod tests {
         assert!(e.text.contains("space is leaked"), "{}", e.text);
         assert_eq!(
             e.notes,
-            ["1 data blocks have leaked (counted in use, referenced by nothing): 7"]
+            ["1 data block has leaked (counted in use, referenced by nothing): 7"]
         );
         assert_eq!(check(&path, true, true), Ok(exit::OK));
 
@@ -971,20 +1056,8 @@ mod tests {
         let e = check(&path, true, true).unwrap_err();
         assert_eq!(
             e.notes,
-            ["data block 6 (thin device 2, block 0): free in space map but referenced 1 times"]
+            ["data block 6 (thin device 2, block 0): free in space map but referenced 1 time"]
         );
-    }
-
-    /// Rewrites the image at `path`: `f` gets each block that reads as a
-    /// B-tree node and may change it; changed blocks are resealed.
-    fn patch_nodes(path: &str, mut f: impl FnMut(&mut [u8]) -> bool, reseal: bool) {
-        let mut bytes = std::fs::read(path).unwrap();
-        for (b, blk) in bytes.chunks_mut(BLOCK_SIZE).enumerate() {
-            if verify(BlockKind::Node, b as u64, blk).is_ok() && f(blk) && reseal {
-                seal(BlockKind::Node, b as u64, blk).unwrap();
-            }
-        }
-        std::fs::write(path, &bytes).unwrap();
     }
 
     #[test]
@@ -993,27 +1066,7 @@ mod tests {
         // last bitmap only (1000 blocks, 7 in use: 993, not 16313), and
         // can leave none_free_before past a free entry: both are hints.
         let (_t, path) = image();
-        let mut n = 0;
-        patch_nodes(
-            &path,
-            |blk| {
-                let h = rthin_core::pdata::btree::node::check(blk, 16).ok();
-                let Some(h) = h.filter(|h| h.leaf && h.value_size == 16) else {
-                    return false;
-                };
-                let v = h.val_off(0);
-                // The live leaf (older copies of it are left in the image).
-                if u32::from_le_bytes(blk[v + 8..v + 12].try_into().unwrap()) != 16313 {
-                    return false;
-                }
-                blk[v + 8..v + 12].copy_from_slice(&993u32.to_le_bytes());
-                blk[v + 12..v + 16].copy_from_slice(&9u32.to_le_bytes());
-                n += 1;
-                true
-            },
-            true,
-        );
-        assert_eq!(n, 1, "one data index leaf");
+        thin_restore_090_hints(&path);
         let store = FileStore::open(&path, OpenMode::default()).unwrap();
         let r = judge(&path, &store, false, false);
         assert_eq!(r.verdict, "ok", "{r:?}");
@@ -1083,16 +1136,59 @@ mod tests {
         let e = check(&path, true, true).unwrap_err();
         assert!(e.text.contains("damaged (3 problems)"), "{e}");
         assert!(
-            e.notes[0].starts_with("thin device 1, blocks all: node "),
+            e.notes[0].starts_with("thin device 1, blocks all: bad checksum in btree node (block "),
             "{:?}",
             e.notes
         );
         assert!(
-            e.notes[1].starts_with("thin device 2, blocks all: node "),
+            e.notes[1].starts_with("thin device 2, blocks all: bad checksum in btree node (block "),
             "{:?}",
             e.notes
         );
         assert!(e.notes[2].contains("not compared"), "{:?}", e.notes);
+    }
+
+    /// Valid metadata is read whatever its superblock checksum (the first
+    /// four bytes of the file) looks like: over many transaction ids, as a
+    /// pool commits them, and over random checksums (random uuids).
+    #[test]
+    fn any_superblock_checksum_is_read() {
+        let base = image_bytes_with(|_| {});
+        let texty = |b: u8| b"<{#".contains(&b) || b.is_ascii_whitespace();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut random = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut text_like = 0;
+        let p = TempPath::new(&base);
+        for i in 0..3000u64 {
+            let mut sb0 = base[..BLOCK_SIZE].to_vec();
+            patch_superblock(&mut sb0, |sb| {
+                if i < 1500 {
+                    sb[off::TRANS_ID..off::TRANS_ID + 8].copy_from_slice(&i.to_le_bytes());
+                } else {
+                    let u = (random(), random());
+                    sb[off::UUID..off::UUID + 8].copy_from_slice(&u.0.to_le_bytes());
+                    sb[off::UUID + 8..off::UUID + 16].copy_from_slice(&u.1.to_le_bytes());
+                }
+            });
+            if texty(sb0[0]) {
+                text_like += 1;
+            }
+            // Only block 0 changes: rewrite it in place.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&p.0)
+                .and_then(|f| f.write_all_at(&sb0, 0))
+                .unwrap();
+            let md = open_md(&p.0);
+            assert!(md.is_ok(), "case {i}: {:?}", md.err());
+        }
+        // Some checksums did look like text, or the test proves nothing.
+        assert!(text_like > 10, "{text_like}");
     }
 
     #[test]
@@ -1106,8 +1202,7 @@ mod tests {
             "{}",
             t("/dev/null")
         );
-        let xml =
-            tempfile_path::TempPath::new(b"<superblock uuid=\"\" time=\"0\">\n</superblock>\n");
+        let xml = TempPath::new(b"<superblock uuid=\"\" time=\"0\">\n</superblock>\n");
         let e = t(&xml.0);
         assert!(
             e.text.contains("XML dump") && e.text.contains("thin_restore"),
@@ -1115,13 +1210,13 @@ mod tests {
         );
         let mut txt = b"hello, this is a text file\n".repeat(400);
         txt.truncate(8192);
-        let txt = tempfile_path::TempPath::new(&txt);
+        let txt = TempPath::new(&txt);
         let e = t(&txt.0);
         assert!(
             e.text.contains("not thin-pool metadata") && e.text.contains("no superblock magic"),
             "{e}"
         );
-        let empty = tempfile_path::TempPath::new(b"");
+        let empty = TempPath::new(b"");
         assert!(t(&empty.0).text.contains("is empty"));
         for e in [t(&d), t("/dev/null"), t(&xml.0), t(&txt.0)] {
             assert!(

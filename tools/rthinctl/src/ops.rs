@@ -899,17 +899,13 @@ pub fn metadata_snap(ctx: &Ctx, t: &dyn Transport, pool: &str, op: SnapOp) -> Re
 
 /// `message`: raw words, validated by the core parser when they name a
 /// known pool message.
-pub fn message(ctx: &Ctx, t: &dyn Transport, pool: &str, words: &[String]) -> Result<i32> {
-    let words: Vec<String> = words
-        .iter()
-        .flat_map(|w| w.split_whitespace().map(String::from))
-        .collect();
-    let msg = Msg::from_words(&words)?;
+/// `message`: sends `msg` (its words checked by [`Msg::from_words`]).
+pub fn message(ctx: &Ctx, t: &dyn Transport, pool: &str, msg: &Msg) -> Result<i32> {
     let tg = find_pool(t, pool)?;
-    owner_guard(ctx, &tg, &msg)?;
-    let out = send(ctx, t, &tg, &msg)?;
+    owner_guard(ctx, &tg, msg)?;
+    let out = send(ctx, t, &tg, msg)?;
     if ctx.json {
-        let mut j = JResult::new(&tg.name, &msg);
+        let mut j = JResult::new(&tg.name, msg);
         j.output = out;
         print_json(&j)?;
     } else if let Some(o) = out {
@@ -1039,7 +1035,7 @@ pub fn version(ctx: &Ctx, t: &dyn Transport) -> Result<i32> {
         })
         .map(|_| exit::OK);
     }
-    println!("rthinctl {}", env!("CARGO_PKG_VERSION"));
+    // "rthinctl VERSION" is printed before device-mapper is opened.
     println!("device-mapper ioctl interface {a}.{b}.{c}");
     if ours.is_empty() {
         println!("no thin targets are loaded: modprobe dm-rthin (rthin-pool/rthin) or modprobe dm-thin-pool (thin-pool/thin)");

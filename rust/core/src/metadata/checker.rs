@@ -15,6 +15,7 @@
 //! the trees and counts what they reference, `checker/space_maps.rs` reads
 //! the space maps and compares their counts with those references.
 
+use crate::dm::pool_table::valid_block_size;
 use crate::metadata::superblock::Superblock;
 use crate::pdata::block_store::BlockStore;
 use crate::pdata::checksum::BlockKind;
@@ -100,12 +101,20 @@ enum Label {
 }
 
 impl Label {
+    /// What the keys `lo..hi` (`hi` None: to the end) of this tree are,
+    /// in words: "thin device 1, block 9", "device details (devices 3..5)".
     fn range(self, lo: u64, hi: Option<u64>) -> String {
         let r = match hi {
             Some(h) if h == lo + 1 => format!("{lo}"),
             Some(h) => format!("{lo}..{}", h - 1),
             None if lo == 0 => "all".into(),
             None => format!("{lo}.."),
+        };
+        // "blocks all", "blocks 3..5", but "block 3".
+        let blocks = if hi == Some(lo + 1) {
+            "block"
+        } else {
+            "blocks"
         };
         let snap = |held: bool| {
             if held {
@@ -118,11 +127,11 @@ impl Label {
             Label::Top { held } => format!("mapping tree{} (devices {r})", snap(held)),
             Label::Details { held } => format!("device details{} (devices {r})", snap(held)),
             Label::Device { dev, held } => {
-                format!("thin device {dev}{}, blocks {r}", snap(held))
+                format!("thin device {dev}{}, {blocks} {r}", snap(held))
             }
             Label::DataIndex => format!("data space map index (bitmaps {r})"),
             Label::Overflow { meta } => format!(
-                "{} space map reference counts (blocks {r})",
+                "{} space map reference counts ({blocks} {r})",
                 if meta { "metadata" } else { "data" }
             ),
         }
@@ -130,6 +139,12 @@ impl Label {
 }
 
 type Entries = Vec<(u64, Vec<u8>)>;
+
+/// The superblock (block 0) seen through `s`, or what is wrong with it
+/// in words (a bad checksum, an invalid field), as [`examine`] reports it.
+pub fn superblock<S: BlockStore>(s: &S) -> Result<Superblock, String> {
+    read_sb(s, 0)
+}
 
 /// Checks the committed metadata seen through `s`: every problem found is
 /// in the report (a structure that cannot be read ends the walk of that
@@ -276,22 +291,29 @@ pub fn examine_held<S: BlockStore>(s: &S) -> Report {
     rep
 }
 
+/// The superblock at block `b`. The checker only reads, so unknown
+/// compat_ro features (which forbid writing only) are accepted, as
+/// dm-thin accepts them on a read-only metadata device.
 fn read_sb<S: BlockStore>(s: &S, b: u64) -> Result<Superblock, String> {
-    let g = s
-        .read(b, BlockKind::Superblock)
-        .map_err(|e| format!("superblock: {e:?}"))?;
-    Superblock::decode(&g).map_err(|e| format!("superblock: {e:?}"))
+    let bad = |e| format!("{e} in superblock (block {b})");
+    let g = s.read(b, BlockKind::Superblock).map_err(bad)?;
+    let sb = Superblock::decode_with(&g, true).map_err(bad)?;
+    if !valid_block_size(u64::from(sb.data_block_size)) {
+        return Err(format!(
+            "superblock (block {b}): data block size {} sectors is invalid (a multiple of 128 from 128 to 2097152)",
+            sb.data_block_size
+        ));
+    }
+    Ok(sb)
 }
 
 fn read_held<S: BlockStore>(s: &S, b: u64) -> Result<Superblock, String> {
-    let g = s
-        .read(b, BlockKind::Superblock)
-        .map_err(|e| format!("metadata snapshot (block {b}): {e:?}"))?;
-    let bad = |e| format!("metadata snapshot (block {b}): {e:?}");
+    let bad = |e| format!("{e} in metadata snapshot superblock (block {b})");
+    let g = s.read(b, BlockKind::Superblock).map_err(bad)?;
     if get_u64(&g, 64).map_err(bad)? != 0 || get_u64(&g, 192).map_err(bad)? != 0 {
         return Err(format!("metadata snapshot (block {b}) has space-map roots"));
     }
-    Superblock::decode(&g).map_err(bad)
+    Superblock::decode_with(&g, true).map_err(bad)
 }
 
 impl<'a, S: BlockStore> Ctx<'a, S> {
@@ -328,4 +350,30 @@ pub fn check<S: BlockStore>(s: &S) -> Result<Report, String> {
         t.push(format!("metadata blocks leaked: {:?}", rep.meta_leaks));
     }
     Err(t.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Label;
+
+    #[test]
+    fn ranges_count_in_good_english() {
+        let dev = Label::Device {
+            dev: 1,
+            held: false,
+        };
+        assert_eq!(dev.range(9, Some(10)), "thin device 1, block 9");
+        assert_eq!(dev.range(3, Some(6)), "thin device 1, blocks 3..5");
+        assert_eq!(dev.range(0, None), "thin device 1, blocks all");
+        let top = Label::Top { held: true };
+        assert_eq!(
+            top.range(4, Some(5)),
+            "mapping tree of the metadata snapshot (devices 4)"
+        );
+        let ov = Label::Overflow { meta: false };
+        assert_eq!(
+            ov.range(7, Some(8)),
+            "data space map reference counts (block 7)"
+        );
+    }
 }

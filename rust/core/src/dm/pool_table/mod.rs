@@ -233,11 +233,17 @@ pub struct PoolTable<'a> {
     pub ignored_words: usize,
 }
 
+/// Whether `sectors` is a data block size dm-thin accepts: a multiple of
+/// 128 (64 KiB) from 128 to 2097152 (1 GiB).
+pub fn valid_block_size(sectors: u64) -> bool {
+    let min = u64::from(DATA_BLOCK_SIZE_MIN_SECTORS);
+    (min..=u64::from(DATA_BLOCK_SIZE_MAX_SECTORS)).contains(&sectors) && sectors % min == 0
+}
+
 /// Validates a data block size word (`kstrtoul` then range/alignment).
 pub fn parse_block_size(word: &[u8]) -> Result<u32, PoolTableError> {
     let v = parse_kstrtoull(word).map_err(|_| PoolTableError::InvalidBlockSize)?;
-    let min = u64::from(DATA_BLOCK_SIZE_MIN_SECTORS);
-    if v == 0 || v < min || v > u64::from(DATA_BLOCK_SIZE_MAX_SECTORS) || v % min != 0 {
+    if !valid_block_size(v) {
         return Err(PoolTableError::InvalidBlockSize);
     }
     u32::try_from(v).map_err(|_| PoolTableError::InvalidBlockSize)

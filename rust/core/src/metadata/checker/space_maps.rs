@@ -46,7 +46,7 @@ impl<S: BlockStore> Ctx<'_, S> {
                 Ok(g) => g,
                 Err(e) => {
                     self.errors.push(format!(
-                        "metadata space map index (block {}): {e:?}",
+                        "{e} in metadata space map index (block {})",
                         root.bitmap_root
                     ));
                     return None;
@@ -57,7 +57,7 @@ impl<S: BlockStore> Ctx<'_, S> {
                     Ok(ie) => index.push(Some(ie)),
                     Err(e) => {
                         self.errors
-                            .push(format!("metadata space map index entry {i}: {e:?}"));
+                            .push(format!("metadata space map index entry {i}: {e}"));
                         index.push(None);
                     }
                 }
@@ -90,7 +90,7 @@ impl<S: BlockStore> Ctx<'_, S> {
                     Ok(ie) => index.push(Some(ie)),
                     Err(e) => {
                         self.errors
-                            .push(format!("data space map index entry {i}: {e:?}"));
+                            .push(format!("data space map index entry {i}: {e}"));
                         index.push(None);
                     }
                 }
@@ -121,7 +121,7 @@ impl<S: BlockStore> Ctx<'_, S> {
             let bytes: Vec<u8> = match self.s.read(ie.blocknr, BlockKind::Bitmap) {
                 Ok(g) => g[16..].to_vec(),
                 Err(e) => {
-                    self.errors.push(format!("{bitmap}: {e:?}"));
+                    self.errors.push(format!("{e} in {bitmap}"));
                     whole = false;
                     continue;
                 }
@@ -230,7 +230,13 @@ pub(super) fn compare(
     }
     for (b, e) in expected {
         if !actual.contains_key(b) {
-            bad.push((*b, format!("free in space map but referenced {e} times")));
+            bad.push((
+                *b,
+                format!(
+                    "free in space map but referenced {e} {}",
+                    if *e == 1 { "time" } else { "times" }
+                ),
+            ));
         }
     }
     bad.sort();

@@ -3,6 +3,7 @@
 //! (shared subtrees count one reference per parent), the mapping and
 //! details trees are read whole, and what they reference is counted.
 
+use crate::core_error::CoreError;
 use crate::metadata::superblock::Superblock;
 use crate::metadata::thin_metadata::DeviceDetails;
 use crate::pdata::block_store::BlockStore;
@@ -18,6 +19,12 @@ use std::string::String;
 use std::vec::Vec;
 
 use super::{Ctx, Entries, Label, Report};
+
+/// A failure to read or decode the B-tree node at block `b`, worded as
+/// thin_check words it: "bad checksum in btree node (block 11)".
+fn in_node(b: u64) -> impl Fn(CoreError) -> String + Copy {
+    move |e| format!("{e} in btree node (block {b})")
+}
 
 impl<S: BlockStore> Ctx<'_, S> {
     pub(super) fn inc_meta(&mut self, b: u64) -> Result<(), String> {
@@ -79,48 +86,44 @@ impl<S: BlockStore> Ctx<'_, S> {
         if depth > 16 {
             return Err("tree too deep".into());
         }
-        let g = self
-            .s
-            .read(b, BlockKind::Node)
-            .map_err(|e| format!("node {b}: {e:?}"))?;
-        let h = node::check(&g, kind.value_size()).map_err(|e| format!("node {b}: {e:?}"))?;
+        let g = self.s.read(b, BlockKind::Node).map_err(in_node(b))?;
+        let h = node::check(&g, kind.value_size()).map_err(in_node(b))?;
         if depth > 0 && h.nr_entries < h.max_entries / 3 {
             return Err(format!(
-                "node {b}: underfull ({} of {})",
+                "btree node (block {b}): underfull ({} of {} entries)",
                 h.nr_entries, h.max_entries
             ));
         }
         let mut keys = Vec::new();
         let mut vals = Vec::new();
         for i in 0..h.nr_entries {
-            let k = node::key(&g, &h, i).map_err(|e| format!("node {b}: {e:?}"))?;
+            let k = node::key(&g, &h, i).map_err(in_node(b))?;
             if k < lo || hi.is_some_and(|h| k >= h) {
+                let hi = hi.map_or("end".into(), |h| format!("{h}"));
                 return Err(format!(
-                    "node {b}: key {k} outside parent range [{lo}, {hi:?})"
+                    "btree node (block {b}): key {k} outside its parent's range {lo}..{hi}"
                 ));
             }
             keys.push(k);
-            vals.push(
-                node::value(&g, &h, i)
-                    .map_err(|e| format!("node {b}: {e:?}"))?
-                    .to_vec(),
-            );
+            vals.push(node::value(&g, &h, i).map_err(in_node(b))?.to_vec());
         }
         drop(g);
         if h.leaf {
             match leaf_depth {
-                Some(d) if *d != depth => return Err(format!("unbalanced tree at leaf {b}")),
+                Some(d) if *d != depth => {
+                    return Err(format!("unbalanced tree at leaf (block {b})"))
+                }
                 _ => *leaf_depth = Some(depth),
             }
             for (k, v) in keys.iter().zip(vals.iter()) {
                 match kind {
                     TreeKind::Mapping => {
-                        let m = u64_of(v).map_err(|e| format!("node {b}: {e:?}"))?;
+                        let m = u64_of(v).map_err(in_node(b))?;
                         // A mapping is (data block << 24 | time).
                         let t = (m & 0xff_ffff) as u32;
                         if t > self.time {
                             let e = format!(
-                                "node {b}: mapping has time {t}, after the superblock's time {}",
+                                "btree node (block {b}): mapping has time {t}, after the superblock's time {}",
                                 self.time
                             );
                             self.damage(*k, Some(*k + 1), e);
@@ -131,7 +134,7 @@ impl<S: BlockStore> Ctx<'_, S> {
                         }
                     }
                     TreeKind::DataIndex => {
-                        let ie = IndexEntry::decode(v).map_err(|e| format!("node {b}: {e:?}"))?;
+                        let ie = IndexEntry::decode(v).map_err(in_node(b))?;
                         self.inc_meta(ie.blocknr)?;
                     }
                     _ => {}
@@ -142,7 +145,7 @@ impl<S: BlockStore> Ctx<'_, S> {
             }
         } else {
             for i in 0..keys.len() {
-                let child = u64_of(&vals[i]).map_err(|e| format!("node {b}: {e:?}"))?;
+                let child = u64_of(&vals[i]).map_err(in_node(b))?;
                 let chi = keys.get(i + 1).copied().or(hi);
                 if let Err(e) = self.visit(child, kind, keys[i], chi, depth + 1, leaf_depth, out) {
                     self.damage(keys[i], chi, e);
@@ -188,14 +191,13 @@ impl<S: BlockStore> Ctx<'_, S> {
             return Err("tree too deep".into());
         }
         if !seen.insert(b) {
-            return Err(format!("node {b} is reached twice within one tree"));
+            return Err(format!(
+                "btree node (block {b}) is reached twice within one tree"
+            ));
         }
-        let g = self
-            .s
-            .read(b, BlockKind::Node)
-            .map_err(|e| format!("node {b}: {e:?}"))?;
-        let h = node::check(&g, kind.value_size()).map_err(|e| format!("node {b}: {e:?}"))?;
-        let bad = |e| format!("node {b}: {e:?}");
+        let g = self.s.read(b, BlockKind::Node).map_err(in_node(b))?;
+        let h = node::check(&g, kind.value_size()).map_err(in_node(b))?;
+        let bad = in_node(b);
         if h.leaf {
             for i in 0..h.nr_entries {
                 out.push((
@@ -250,7 +252,7 @@ impl<S: BlockStore> Ctx<'_, S> {
         for (dev, root) in &new_top {
             self.label = Label::Device { dev: *dev, held };
             let r = u64_of(root)
-                .map_err(|e| format!("mapping tree root: {e:?}"))
+                .map_err(|e| format!("{e} in the root of its mapping tree"))
                 .and_then(|root| {
                     self.visit(root, TreeKind::Mapping, 0, None, 0, &mut None, &mut None)
                 });
@@ -288,7 +290,7 @@ impl<S: BlockStore> Ctx<'_, S> {
                 Ok(d) => d,
                 Err(e) => {
                     self.errors
-                        .push(format!("thin device {dev}: details: {e:?}"));
+                        .push(format!("thin device {dev}: {e} in its details"));
                     continue;
                 }
             };
