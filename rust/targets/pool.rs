@@ -154,7 +154,16 @@ impl TargetOps for Pool {
     fn status(&self, kind: StatusKind, noflush: bool, out: &mut StatusBuf<'_>) -> fmt::Result {
         match kind {
             StatusKind::Info => {
-                let mut st = self.pool.lock_settled();
+                // Only a commit waits for the provisions in flight: with
+                // `--noflush` (LVM's lvs and monitoring) the status must
+                // answer even while a provision is held below the pool (a
+                // suspended data device, multipath with no path), as
+                // dm-thin's does.
+                let mut st = if noflush {
+                    self.pool.lock()
+                } else {
+                    self.pool.lock_settled()
+                };
                 if st.mode() == PoolMode::Fail {
                     return out.write_bytes(FAIL.as_bytes());
                 }
