@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Resume of the pool (dm-thin's `pool_preresume` and `pool_resume`):
-//! binding a table and growing the pool.
+//! Suspend and resume of the pool (dm-thin's `pool_postsuspend`,
+//! `pool_preresume` and `pool_resume`): binding a table and growing the
+//! pool at resume, and the no-space timer, which does not run while the
+//! pool is suspended.
 
 use kernel::{prelude::*, sync::Arc};
 
 use super::{
-    no_space_timeout_secs, usable_metadata_blocks, warn_if_metadata_device_too_big, PoolState,
-    Space,
+    no_space_timeout_secs, usable_metadata_blocks, warn_if_metadata_device_too_big, PoolObj,
+    PoolState, Space,
 };
 use crate::{
     dm::pool_mode::{BindRequest, PoolMode},
@@ -65,6 +67,8 @@ impl PoolState {
         self.low_water_blocks = table.low_water_blocks;
         self.features = table.features;
         let needs_check = self.md.needs_check();
+        // Out of data space, this arms the no-space timer again with the
+        // whole timeout (postsuspend stopped it), as dm-thin's set_pool_mode.
         let change = self.mode.bind(
             request,
             table.error_if_no_space,
@@ -95,5 +99,19 @@ impl PoolState {
         for t in self.thins.iter() {
             t.requeue_held();
         }
+    }
+}
+
+impl PoolObj {
+    /// dm-thin's `pool_postsuspend`: makes the last commit before resume
+    /// and stops the no-space timer (it starts again, with the whole
+    /// timeout, when a table binds out of data space), so that bios held
+    /// for data space do not fail while the pool is suspended, nor right
+    /// after a resume that grew it.
+    pub(crate) fn postsuspend(&self) {
+        let mut st = self.lock_settled();
+        let _ = st.commit();
+        // After the commit, which may have changed the mode.
+        st.no_space_deadline = None;
     }
 }

@@ -243,7 +243,7 @@ impl TargetOps for Pool {
     }
 
     fn postsuspend(&self) {
-        let _ = self.pool.lock_settled().commit();
+        self.pool.postsuspend();
     }
 
     fn device(&self) -> &DmDev {
