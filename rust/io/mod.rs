@@ -57,7 +57,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::{
     new_spinlock,
     prelude::*,
-    sync::{Arc, SpinLock},
+    sync::{Arc, MutexGuard, SpinLock},
 };
 
 use crate::{
@@ -71,7 +71,7 @@ use crate::{
         queue::IoQueue,
     },
     metadata::thin_metadata::Mapping,
-    pool::{member::PoolMember, SharedPool, ThinCounters},
+    pool::{member::PoolMember, PoolState, SharedPool, ThinCounters},
 };
 
 /// The I/O state of one thin target.
@@ -202,14 +202,22 @@ impl ThinIo {
     }
 
     /// Holds a bio until data space appears; during a noflush suspend, dm
-    /// takes it back instead.
-    fn hold(&self, bio: OwnedBio) {
+    /// takes it back instead. Pushed before the pool lock `st`, under which
+    /// the bio was found to need holding, is let go: a resume that grows
+    /// the pool requeues the held bios under that lock, so a bio pushed
+    /// after it would wait for some later resume.
+    fn hold(&self, st: MutexGuard<'_, PoolState>, bio: OwnedBio) {
         let mut held = self.held.lock();
-        if held.1 {
-            drop(held);
-            bio.requeue_to_dm();
+        let to_dm = if held.1 {
+            Some(bio)
         } else {
             held.0.push(bio);
+            None
+        };
+        drop(held);
+        drop(st);
+        if let Some(bio) = to_dm {
+            bio.requeue_to_dm();
         }
     }
 

@@ -83,11 +83,16 @@ impl ThinIo {
                 return;
             }
             Err(AllocFailure::Refused(action)) => {
-                drop(st);
                 match action {
-                    BioAction::Queue => self.hold(bio),
-                    BioAction::Error(e) => bio.complete(Some(e)),
-                    _ => bio.complete(Some(IoError::Io)),
+                    BioAction::Queue => self.hold(st, bio),
+                    BioAction::Error(e) => {
+                        drop(st);
+                        bio.complete(Some(e));
+                    }
+                    _ => {
+                        drop(st);
+                        bio.complete(Some(IoError::Io));
+                    }
                 }
                 return;
             }

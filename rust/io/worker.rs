@@ -83,10 +83,7 @@ impl ThinIo {
                 let old = found.map(|(data_block, _)| data_block);
                 self.provision(st, bio, vblock, old, after_commit);
             }
-            (BioAction::Queue, _) => {
-                drop(st);
-                self.hold(bio);
-            }
+            (BioAction::Queue, _) => self.hold(st, bio),
             (BioAction::Error(e), _) => {
                 drop(st);
                 bio.complete(Some(e));
