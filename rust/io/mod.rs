@@ -97,8 +97,9 @@ pub(crate) struct ThinIo {
     /// 3rd in the lock order (`Documentation/io-path.md`, "The rules of the I/O path").
     #[pin]
     held: SpinLock<(BioList, bool)>,
-    /// Bios that wait for the pool: for a free cell, or until freed data
-    /// blocks may be reused (`PoolState::reuse_state`). 3rd in the lock
+    /// Bios that wait for the pool: for a free cell, until freed data
+    /// blocks may be reused (`PoolState::reuse_state`), or until the
+    /// suspended pool resumes (`Self::unless_quiesced`). 3rd in the lock
     /// order, as `held`.
     #[pin]
     waiters: SpinLock<BioList>,
@@ -219,6 +220,18 @@ impl ThinIo {
         if let Some(bio) = to_dm {
             bio.requeue_to_dm();
         }
+    }
+
+    /// From postsuspend's commit to resume a worker changes no metadata
+    /// and commits nothing (`PoolState::quiesced`): `bio` then waits on
+    /// `waiters`, pushed under the pool lock `st`, under which the resume
+    /// requeues them. Otherwise hands the bio back.
+    fn unless_quiesced(&self, st: &PoolState, bio: OwnedBio) -> Option<OwnedBio> {
+        if !st.quiesced() {
+            return Some(bio);
+        }
+        self.waiters.lock().push(bio);
+        None
     }
 
     fn take_held(&self) -> BioList {

@@ -140,7 +140,9 @@ impl Tick for PoolObj {
     fn tick(&self) {
         if self.flags.dirty() && self.flags.periodic_commits_allowed() {
             let mut st = self.lock_settled();
-            if st.commit().is_ok() {
+            // A suspended pool writes nothing to its metadata device
+            // (dm-thin cancels its waker at postsuspend).
+            if !st.quiesced() && st.commit().is_ok() {
                 self.flags.periodic_commits.fetch_add(1, Ordering::Relaxed);
             }
         }

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Suspend and resume of the pool (dm-thin's `pool_postsuspend`,
-//! `pool_preresume` and `pool_resume`): binding a table and growing the
-//! pool at resume, and the no-space timer, which does not run while the
-//! pool is suspended.
+//! Suspend and resume of the pool (dm-thin's `pool_presuspend`,
+//! `pool_postsuspend`, `pool_preresume` and `pool_resume`), and what they
+//! guarantee: from postsuspend's commit to resume the pool writes nothing
+//! to its metadata device (but for messages, which dm-thin also serves
+//! while suspended), its waker commits nothing, its no-space timer is
+//! stopped, and its thins' deferred bios that need the metadata wait until
+//! resume (`Documentation/io-path.md`, "Suspend").
 
 use kernel::{prelude::*, sync::Arc};
 
@@ -91,27 +94,41 @@ impl PoolState {
         Ok(())
     }
 
-    /// dm-thin's `pool_resume`: the bios held for data space try again (the
-    /// pool may have grown; those that still find none are held again).
+    /// dm-thin's `pool_resume`: the workers may change the metadata again;
+    /// the bios held for data space try again (the pool may have grown;
+    /// those that still find none are held again), and so do the bios that
+    /// waited for the resume.
     pub(crate) fn resume(&mut self) {
         self.suspended = false;
+        self.quiesced = false;
         self.data_low_water.rearm();
         for t in self.thins.iter() {
             t.requeue_held();
+            t.requeue_waiters();
         }
+    }
+
+    /// From postsuspend's commit to resume: no worker changes the metadata
+    /// or commits (they hold their bios on their thin's waiters, under the
+    /// pool lock, until [`Self::resume`]).
+    pub(crate) fn quiesced(&self) -> bool {
+        self.quiesced
     }
 }
 
 impl PoolObj {
-    /// dm-thin's `pool_postsuspend`: makes the last commit before resume
-    /// and stops the no-space timer (it starts again, with the whole
-    /// timeout, when a table binds out of data space), so that bios held
-    /// for data space do not fail while the pool is suspended, nor right
-    /// after a resume that grew it.
+    /// dm-thin's `pool_postsuspend`: stops the no-space timer (it starts
+    /// again, with the whole timeout, when a table binds out of data space)
+    /// and makes the last commit before resume. Under the same hold of the
+    /// pool lock, the pool stops changing its metadata until resume, so that
+    /// this commit is what the metadata device holds while the pool is
+    /// suspended (a copy or `thin_dump` of it is consistent), as dm-thin,
+    /// which cancels its waker and suspends its active thins.
     pub(crate) fn postsuspend(&self) {
         let mut st = self.lock_settled();
         let _ = st.commit();
         // After the commit, which may have changed the mode.
         st.no_space_deadline = None;
+        st.quiesced = true;
     }
 }
