@@ -88,29 +88,36 @@ impl ThinIo {
 
     /// For a `durable` bio (PREFLUSH/FUA, or a flush): makes sure every
     /// change of this device is in a commit on stable storage, committing if
-    /// no commit covers it yet. Fails if the changes were lost to an aborted
-    /// transaction or the commit fails.
-    pub(super) fn commit_for(&self, durable: bool) -> Result<(), IoError> {
+    /// no commit covers it yet, and hands the bio back with the outcome: an
+    /// error if the changes were lost to an aborted transaction or the
+    /// commit failed. `None` if the pool is suspended (no commit then): the
+    /// bio waits for the resume.
+    pub(super) fn commit_for(
+        &self,
+        bio: OwnedBio,
+        durable: bool,
+    ) -> Option<(OwnedBio, Result<(), IoError>)> {
         if !durable || self.changes_committed() {
-            return Ok(());
+            return Some((bio, Ok(())));
         }
         let mut st = self.pool.lock_settled();
         // A commit that ended while we waited for the lock may cover it.
         if self.changes_committed() {
-            return Ok(());
+            return Some((bio, Ok(())));
         }
         if self.changes_lost() {
-            return Err(IoError::Io);
+            return Some((bio, Err(IoError::Io)));
         }
-        st.commit().map_err(|_| IoError::Io)
+        let bio = self.unless_quiesced(&st, bio)?;
+        Some((bio, st.commit().map_err(|_| IoError::Io)))
     }
 
     /// Commits as `durable` asks, then remaps and submits the bio.
-    pub(super) fn commit_and_submit(&self, mut bio: OwnedBio, durable: bool, data_block: u64) {
-        match self
-            .commit_for(durable)
-            .and_then(|()| self.remap(&mut bio, data_block))
-        {
+    pub(super) fn commit_and_submit(&self, bio: OwnedBio, durable: bool, data_block: u64) {
+        let Some((mut bio, committed)) = self.commit_for(bio, durable) else {
+            return;
+        };
+        match committed.and_then(|()| self.remap(&mut bio, data_block)) {
             Ok(()) => bio.submit(),
             Err(e) => bio.complete(Some(e)),
         }

@@ -57,7 +57,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::{
     new_spinlock,
     prelude::*,
-    sync::{Arc, SpinLock},
+    sync::{Arc, MutexGuard, SpinLock},
 };
 
 use crate::{
@@ -71,7 +71,7 @@ use crate::{
         queue::IoQueue,
     },
     metadata::thin_metadata::Mapping,
-    pool::{member::PoolMember, SharedPool, ThinCounters},
+    pool::{member::PoolMember, PoolState, SharedPool, ThinCounters},
 };
 
 /// The I/O state of one thin target.
@@ -97,8 +97,9 @@ pub(crate) struct ThinIo {
     /// 3rd in the lock order (`Documentation/io-path.md`, "The rules of the I/O path").
     #[pin]
     held: SpinLock<(BioList, bool)>,
-    /// Bios that wait for the pool: for a free cell, or until freed data
-    /// blocks may be reused (`PoolState::reuse_state`). 3rd in the lock
+    /// Bios that wait for the pool: for a free cell, until freed data
+    /// blocks may be reused (`PoolState::reuse_state`), or until the
+    /// suspended pool resumes (`Self::unless_quiesced`). 3rd in the lock
     /// order, as `held`.
     #[pin]
     waiters: SpinLock<BioList>,
@@ -202,15 +203,35 @@ impl ThinIo {
     }
 
     /// Holds a bio until data space appears; during a noflush suspend, dm
-    /// takes it back instead.
-    fn hold(&self, bio: OwnedBio) {
+    /// takes it back instead. Pushed before the pool lock `st`, under which
+    /// the bio was found to need holding, is let go: a resume that grows
+    /// the pool requeues the held bios under that lock, so a bio pushed
+    /// after it would wait for some later resume.
+    fn hold(&self, st: MutexGuard<'_, PoolState>, bio: OwnedBio) {
         let mut held = self.held.lock();
-        if held.1 {
-            drop(held);
-            bio.requeue_to_dm();
+        let to_dm = if held.1 {
+            Some(bio)
         } else {
             held.0.push(bio);
+            None
+        };
+        drop(held);
+        drop(st);
+        if let Some(bio) = to_dm {
+            bio.requeue_to_dm();
         }
+    }
+
+    /// From postsuspend's commit to resume a worker changes no metadata
+    /// and commits nothing (`PoolState::quiesced`): `bio` then waits on
+    /// `waiters`, pushed under the pool lock `st`, under which the resume
+    /// requeues them. Otherwise hands the bio back.
+    fn unless_quiesced(&self, st: &PoolState, bio: OwnedBio) -> Option<OwnedBio> {
+        if !st.quiesced() {
+            return Some(bio);
+        }
+        self.waiters.lock().push(bio);
+        None
     }
 
     fn take_held(&self) -> BioList {

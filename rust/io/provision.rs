@@ -77,17 +77,28 @@ impl ThinIo {
             Ok(b) => b,
             Err(AllocFailure::CommitFirst) => {
                 drop(st);
-                let _ = self.pool.lock_settled().commit();
+                let mut st = self.pool.lock_settled();
+                // Suspended meanwhile: no commit, the bio waits for the
+                // resume (on the way round).
+                if !st.quiesced() {
+                    let _ = st.commit();
+                }
+                drop(st);
                 // Start over: the block may have been mapped meanwhile.
                 self.process_rw(bio, BioDir::Write, true);
                 return;
             }
             Err(AllocFailure::Refused(action)) => {
-                drop(st);
                 match action {
-                    BioAction::Queue => self.hold(bio),
-                    BioAction::Error(e) => bio.complete(Some(e)),
-                    _ => bio.complete(Some(IoError::Io)),
+                    BioAction::Queue => self.hold(st, bio),
+                    BioAction::Error(e) => {
+                        drop(st);
+                        bio.complete(Some(e));
+                    }
+                    _ => {
+                        drop(st);
+                        bio.complete(Some(IoError::Io));
+                    }
                 }
                 return;
             }

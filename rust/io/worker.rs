@@ -14,8 +14,13 @@ use crate::{
 
 impl ThinIo {
     pub(super) fn process(self: &Arc<Self>, mut bio: OwnedBio) {
-        if bio.take_commit_then_finish() {
-            match self.commit_for(true) {
+        if bio.commit_then_finish_pending() {
+            // Parked until resume, it keeps its mark.
+            let Some((mut bio, committed)) = self.commit_for(bio, true) else {
+                return;
+            };
+            bio.take_commit_then_finish();
+            match committed {
                 Ok(()) => bio.finish(),
                 Err(e) => bio.complete(Some(e)),
             }
@@ -24,12 +29,13 @@ impl ThinIo {
         match bio.view().kind() {
             BioKind::Read => self.process_rw(bio, BioDir::Read, false),
             BioKind::Write => self.process_rw(bio, BioDir::Write, false),
-            BioKind::EmptyFlush => match self.commit_for(true) {
-                Ok(()) => {
+            BioKind::EmptyFlush => match self.commit_for(bio, true) {
+                Some((mut bio, Ok(()))) => {
                     bio.view().set_bdev(&self.pool_bdev);
                     bio.submit();
                 }
-                Err(e) => bio.complete(Some(e)),
+                Some((bio, Err(e))) => bio.complete(Some(e)),
+                None => {}
             },
             BioKind::Discard => self.process_discard(bio),
             BioKind::Other => bio.complete(Some(IoError::Io)),
@@ -46,6 +52,9 @@ impl ThinIo {
             Err(bio) => bio,
         };
         let mut st = self.pool.lock_unblocked();
+        let Some(bio) = self.unless_quiesced(&st, bio) else {
+            return;
+        };
         let mut bio = match st.try_park(self.dev_id, vblock, bio) {
             Ok(()) => return,
             Err(bio) => bio,
@@ -83,10 +92,7 @@ impl ThinIo {
                 let old = found.map(|(data_block, _)| data_block);
                 self.provision(st, bio, vblock, old, after_commit);
             }
-            (BioAction::Queue, _) => {
-                drop(st);
-                self.hold(bio);
-            }
+            (BioAction::Queue, _) => self.hold(st, bio),
             (BioAction::Error(e), _) => {
                 drop(st);
                 bio.complete(Some(e));
@@ -172,6 +178,9 @@ impl ThinIo {
         };
         let (first, end) = self.geometry.whole_blocks(sector, nr_sectors);
         let mut st = self.pool.lock_unblocked();
+        let Some(bio) = self.unless_quiesced(&st, bio) else {
+            return;
+        };
         match st.mode_state().decide_discard(WorkItem::Bio) {
             DiscardAction::Process => {}
             DiscardAction::Ignore => {

@@ -16,8 +16,9 @@ pub(crate) trait PoolMember: Send + Sync {
     /// Hands the bios held for data space back to the workers.
     fn requeue_held(&self);
 
-    /// Hands the bios that waited for the pool (a free cell, or reuse of
-    /// freed blocks) back to the workers.
+    /// Hands the bios that waited for the pool (a free cell, reuse of
+    /// freed blocks, or the resume of the suspended pool) back to the
+    /// workers.
     fn requeue_waiters(&self);
 
     /// Records a change of this device's metadata at generation `gen`.

@@ -15,6 +15,7 @@
 //! | `provision.rs` | data block allocation, mappings, cells |
 //! | `passdown.rs` | discards passed down after a grace period |
 //! | `space.rs` | growing the devices, the metadata reserve, low-water events |
+//! | `suspend.rs` | suspend and resume: binding a table, what stops while suspended |
 //! | `message.rs` | the pool's six messages |
 //! | `registry.rs` | the module-global table of pool objects |
 //! | `open.rs` | opening the metadata and building a new pool object |
@@ -60,6 +61,7 @@ pub(crate) mod registry;
 mod space;
 pub(crate) mod state;
 pub(crate) mod stats;
+mod suspend;
 
 pub(crate) use commit::Reuse;
 pub(crate) use open::PoolMetadata;
@@ -67,6 +69,7 @@ pub(crate) use provision::AllocFailure;
 pub(crate) use space::{usable_metadata_blocks, warn_if_metadata_device_too_big, Space};
 pub(crate) use state::PoolState;
 pub(crate) use stats::{PoolFlags, ThinCounters, ThinCountersHold};
+pub(crate) use suspend::Binding;
 
 /// How long bios wait for data space before erroring (the `no_space_timeout`
 /// module parameter, as dm-thin's; 0 waits forever).
@@ -137,7 +140,9 @@ impl Tick for PoolObj {
     fn tick(&self) {
         if self.flags.dirty() && self.flags.periodic_commits_allowed() {
             let mut st = self.lock_settled();
-            if st.commit().is_ok() {
+            // A suspended pool writes nothing to its metadata device
+            // (dm-thin cancels its waker at postsuspend).
+            if !st.quiesced() && st.commit().is_ok() {
                 self.flags.periodic_commits.fetch_add(1, Ordering::Relaxed);
             }
         }

@@ -110,6 +110,7 @@ pub(super) fn new_pool(
         md: metadata_md,
         mode: PoolModeState::new(),
         suspended: true,
+        quiesced: false,
         bound_table: 0,
         event_table: None,
         low_water_blocks: 0,

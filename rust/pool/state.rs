@@ -36,6 +36,9 @@ pub(crate) struct PoolState {
     pub(crate) mode: PoolModeState,
     /// Between presuspend and resume (a new object starts suspended).
     pub(crate) suspended: bool,
+    /// From postsuspend's commit to resume: workers change no metadata and
+    /// nothing but a message commits (`suspend.rs`).
+    pub(super) quiesced: bool,
     /// Id of the table bound at the last preresume (0: none yet).
     pub(crate) bound_table: u64,
     /// That table, for dm events; `None` once it is gone.

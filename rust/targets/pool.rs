@@ -27,7 +27,7 @@ use super::to_bytes;
 use crate::{
     dm::errno::{EINVAL, ENOMEM},
     dm::message::PoolMessage,
-    dm::pool_mode::{BindRequest, PoolMode},
+    dm::pool_mode::PoolMode,
     dm::pool_table::{
         glue_errors, metadata_low_water_threshold, nr_data_blocks, passdown_off, pool_io_limits,
         write_pool_table, PoolFeatures, PoolTable, PoolTableLine,
@@ -44,8 +44,8 @@ use crate::{
     },
     pdata::block_store::BlockStore,
     pool::{
-        no_space_timeout_secs, registry, usable_metadata_blocks, warn_if_metadata_device_too_big,
-        SharedPool, Show, Space,
+        registry, usable_metadata_blocks, warn_if_metadata_device_too_big, Binding, SharedPool,
+        Show,
     },
 };
 
@@ -154,7 +154,16 @@ impl TargetOps for Pool {
     fn status(&self, kind: StatusKind, noflush: bool, out: &mut StatusBuf<'_>) -> fmt::Result {
         match kind {
             StatusKind::Info => {
-                let mut st = self.pool.lock_settled();
+                // Only a commit waits for the provisions in flight: with
+                // `--noflush` (LVM's lvs and monitoring) the status must
+                // answer even while a provision is held below the pool (a
+                // suspended data device, multipath with no path), as
+                // dm-thin's does.
+                let mut st = if noflush {
+                    self.pool.lock()
+                } else {
+                    self.pool.lock_settled()
+                };
                 if st.mode() == PoolMode::Fail {
                     return out.write_bytes(FAIL.as_bytes());
                 }
@@ -206,51 +215,21 @@ impl TargetOps for Pool {
     }
 
     fn preresume(&self) -> Result {
-        let mut st = self.pool.lock_settled();
-        // bind_control_target.
-        let request = if st.bound_table == self.table_id {
-            BindRequest::SameTable
-        } else {
-            BindRequest::NewTable {
-                read_only: self.features.read_only,
-            }
+        let binding = Binding {
+            table_id: self.table_id,
+            read_only: self.features.read_only,
+            error_if_no_space: self.features.error_if_no_space,
+            low_water_blocks: self.table.low_water_blocks,
+            features: self.live_features(),
+            event_table: self.event_table.as_ref().map(TableEvents::sink),
+            nr_data_blocks: self.nr_data_blocks,
+            metadata_dev: self.metadata.handle(),
         };
-        st.bound_table = self.table_id;
-        st.event_table = self.event_table.as_ref().map(TableEvents::sink);
-        st.low_water_blocks = self.table.low_water_blocks;
-        st.features = self.live_features();
-        let needs_check = st.md.needs_check();
-        let change = st.mode.bind(
-            request,
-            self.features.error_if_no_space,
-            needs_check,
-            no_space_timeout_secs(),
-        );
-        st.report(&change);
-        let grew_data = st.maybe_grow(Space::Data, self.nr_data_blocks)?;
-        if grew_data {
-            st.grow_cache();
-        }
-        let metadata_blocks = usable_metadata_blocks(st.md.store_mut().refresh_size());
-        let grew_metadata = st.maybe_grow(Space::Metadata, metadata_blocks)?;
-        if let (true, Some(dev)) = (grew_metadata, self.metadata.handle()) {
-            warn_if_metadata_device_too_big(&dev);
-        }
-        if grew_data || grew_metadata {
-            let _ = st.commit();
-        }
-        Ok(())
+        self.pool.lock_settled().preresume(binding)
     }
 
     fn resume(&self) {
-        let mut st = self.pool.lock();
-        st.suspended = false;
-        st.data_low_water.rearm();
-        // dm-thin's requeue_bios: bios held for data space try again (the
-        // pool may have grown); those that still find none are held again.
-        for t in st.thins.iter() {
-            t.requeue_held();
-        }
+        self.pool.lock().resume();
     }
 
     fn presuspend(&self, _noflush: bool) {
@@ -264,7 +243,7 @@ impl TargetOps for Pool {
     }
 
     fn postsuspend(&self) {
-        let _ = self.pool.lock_settled().commit();
+        self.pool.postsuspend();
     }
 
     fn device(&self) -> &DmDev {

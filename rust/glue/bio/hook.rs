@@ -152,6 +152,13 @@ impl OwnedBio {
         }
     }
 
+    /// True for a bio marked by [`Self::set_commit_then_finish`] (the mark
+    /// stays until [`Self::take_commit_then_finish`]).
+    pub(crate) fn commit_then_finish_pending(&mut self) -> bool {
+        self.per_bio()
+            .is_some_and(|ctx| ctx.state == HookState::CommitThenFinish)
+    }
+
     /// True (once) for a bio marked by [`Self::set_commit_then_finish`].
     pub(crate) fn take_commit_then_finish(&mut self) -> bool {
         match self.per_bio() {
