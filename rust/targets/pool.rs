@@ -123,6 +123,11 @@ impl TargetOps for Pool {
         if features.discard_enabled && features.discard_passdown {
             ti.enable_discards();
         }
+        // A failure injected by a test (debugfs `fail_next_table_load`),
+        // standing for an allocation failing after the pool object was found.
+        if pool.flags.take_table_load_fault() {
+            return Err(CtrError::new(ENOMEM, glue_errors::ALLOC_POOL));
+        }
         let table = PoolTableLine {
             metadata_dev: metadata.devnum(),
             data_dev: data.devnum(),
