@@ -36,7 +36,7 @@ use crate::{
     dm::status_buf::StatusBuf,
     glue::{
         bio::Bio,
-        device::{DmDev, MdKey},
+        device::DmDev,
         dm::{
             features, Args, CtrError, MapResult, QueueLimits, StatusKind, TableEvents, TargetCtx,
             TargetOps,
@@ -44,15 +44,17 @@ use crate::{
     },
     pdata::block_store::BlockStore,
     pool::{
-        no_space_timeout_secs, registry, usable_metadata_blocks, warn_if_metadata_device_too_big,
-        SharedPool, Show, Space,
+        no_space_timeout_secs,
+        registry::{self, PoolHold},
+        usable_metadata_blocks, warn_if_metadata_device_too_big, Show, Space,
     },
 };
 
 /// One pool table.
 pub(crate) struct Pool {
-    pool: SharedPool,
-    md: MdKey,
+    /// The table's hold on its pool object. First, so that it goes first:
+    /// its last commit reads and flushes through the devices below.
+    pool: PoolHold,
     /// Held open for the table's lifetime (the bufio store reads through it).
     metadata: DmDev,
     data: DmDev,
@@ -62,16 +64,9 @@ pub(crate) struct Pool {
     /// Set by `io_hints` when the data device cannot take the passdown of a
     /// whole block: this table's live features then have passdown off.
     passdown_unsupported: AtomicBool,
-    table_id: u64,
     nr_data_blocks: u64,
     /// This table, for dm events while it is the bound one.
     event_table: Option<TableEvents>,
-}
-
-impl Drop for Pool {
-    fn drop(&mut self) {
-        registry::release(&self.pool, self.md, self.table_id);
-    }
 }
 
 #[vtable]
@@ -110,9 +105,7 @@ impl TargetOps for Pool {
         let md = ti
             .table_md()
             .ok_or(CtrError::new(EINVAL, glue_errors::ALLOC_POOL))?;
-        let key = md.key();
-        let (pool, table_id) =
-            registry::find_or_create(md, &metadata, &data, parsed.block_size, features)?;
+        let pool = registry::find_or_create(md, &metadata, &data, parsed.block_size, features)?;
         pool.lock().data_bdev = data.handle();
         // QUIRK 1: a reload with another block size is accepted and ignored;
         // the live pool's size is what the table shows and what sizes it.
@@ -137,13 +130,11 @@ impl TargetOps for Pool {
         };
         Ok(Self {
             pool,
-            md: key,
             metadata,
             data,
             table,
             features,
             passdown_unsupported: AtomicBool::new(false),
-            table_id,
             nr_data_blocks: nr_data_blocks(ti.len(), block_size),
             event_table: ti
                 .table_events()
@@ -213,14 +204,14 @@ impl TargetOps for Pool {
     fn preresume(&self) -> Result {
         let mut st = self.pool.lock_settled();
         // bind_control_target.
-        let request = if st.bound_table == self.table_id {
+        let request = if st.bound_table == self.pool.table_id() {
             BindRequest::SameTable
         } else {
             BindRequest::NewTable {
                 read_only: self.features.read_only,
             }
         };
-        st.bound_table = self.table_id;
+        st.bound_table = self.pool.table_id();
         st.event_table = self.event_table.as_ref().map(TableEvents::sink);
         st.low_water_blocks = self.table.low_water_blocks;
         st.features = self.live_features();
