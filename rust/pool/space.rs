@@ -8,6 +8,7 @@ use kernel::prelude::*;
 use super::{no_space_timeout_secs, PoolState};
 use crate::{
     dm::errno::EINVAL,
+    dm::pool_mode::PoolMode,
     dm::pool_table::{
         metadata_dev_blocks, metadata_dev_too_big, metadata_low_water_threshold,
         METADATA_BLOCK_SECTORS, METADATA_MAX_SECTORS,
@@ -126,6 +127,20 @@ impl PoolState {
                 "{}: unable to grow the {} device until repaired.\n",
                 self.name(),
                 space.name()
+            );
+            return Ok(false);
+        }
+        if self.mode() == PoolMode::ReadOnly {
+            // dm-thin extends the space map in core with its metadata
+            // read-only (and fails the pool if that needs a new block);
+            // rthin changes no metadata in read-only mode and grows at the
+            // first preresume in write mode (Documentation/interface.md).
+            pr_info!(
+                "{}: not growing the {} device from {} to {} blocks while read-only\n",
+                self.name(),
+                space.name(),
+                current,
+                wanted
             );
             return Ok(false);
         }

@@ -94,7 +94,14 @@ impl TargetOps for Pool {
             // Unreachable: parse() rejects fewer than four words before this.
             return Err(CtrError::new(EINVAL, c"Invalid argument count"));
         };
-        let metadata = ti.get_device(metadata_word, glue_errors::OPEN_METADATA)?;
+        // As dm-thin, a `read_only` table opens the metadata device for
+        // reading only. (A line that fails to parse is refused right after
+        // opening its devices: how it opened them does not matter.)
+        let metadata = if parsed.as_ref().is_ok_and(|p| p.features.read_only) {
+            ti.get_device_read_only(metadata_word, glue_errors::OPEN_METADATA)?
+        } else {
+            ti.get_device(metadata_word, glue_errors::OPEN_METADATA)?
+        };
         if let Some(dev) = metadata.handle() {
             warn_if_metadata_device_too_big(&dev);
         }
