@@ -128,7 +128,7 @@ pub(crate) fn find_or_create(
     }
     let alloc = CtrError::new(ENOMEM, glue_errors::ALLOC_POOL);
     pools.reserve(1, GFP_KERNEL).map_err(|_| alloc)?;
-    let pool = new_pool(md, metadata, block_size, features)?;
+    let pool = new_pool(md, metadata, block_size, features.read_only)?;
     let entry = PoolEntry {
         md: key,
         metadata_dev: meta_dev,

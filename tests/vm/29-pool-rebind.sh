@@ -121,8 +121,24 @@ read_only_table_writes_no_metadata() {
 	check_meta /dev/mapper/meta
 }
 
+# Tables loaded into a new pool device and never resumed: each is checked
+# against the default features (discards on), not against the first one.
+unbound_tables_checked_against_defaults() {
+	wipe $META
+	run dmsetup create pool --notable
+	run dmsetup load pool --table "$(pool_table $META $DATA $SIZE ignore_discard)"
+	run dmsetup load pool --table "$(pool_table $META $DATA $SIZE)"
+	expect_error "Invalid argument" dmsetup load pool --table "$(pool_table $META $DATA $SIZE ignore_discard)"
+	expect_dmesg "Discard support cannot be disabled once enabled"
+	run dmsetup resume pool
+	run dmsetup message pool 0 "create_thin 1"
+	run dmsetup remove pool
+	check_meta $META
+}
+
 for_each_impl rebind_keeps_one_allocator
 for_each_impl conflicts_refused_while_a_thin_holds_the_pool
 for_each_impl failed_load_gives_its_hold_back
 for_each_impl read_only_table_writes_no_metadata
+for_each_impl unbound_tables_checked_against_defaults
 impl_verdict
