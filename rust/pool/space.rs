@@ -144,13 +144,17 @@ impl PoolState {
             );
             return Ok(false);
         }
-        pr_info!(
-            "{}: growing the {} device from {} to {} blocks\n",
-            self.name(),
-            space.name(),
-            current,
-            wanted
-        );
+        // A new pool's data space map starts empty and its first preresume
+        // sizes it: dm-thin logs that as no growth.
+        if current > 0 {
+            pr_info!(
+                "{}: growing the {} device from {} to {} blocks\n",
+                self.name(),
+                space.name(),
+                current,
+                wanted
+            );
+        }
         let resized = match space {
             Space::Data => self.md.resize_data(wanted),
             Space::Metadata => {

@@ -136,9 +136,23 @@ unbound_tables_checked_against_defaults() {
 	check_meta $META
 }
 
+# The first activation of a new pool sizes its data space map silently; a
+# later growth logs its line.
+no_growth_line_at_first_activation() {
+	line="growing the data device from 0 to"
+	before=$(dmesg | grep -c "$line")
+	mkpool pool $META $DATA $((SIZE / 2))
+	[ "$(dmesg | grep -c "$line")" = "$before" ] ||
+		fail "first activation logged: $(dmesg | grep "$line" | tail -1)"
+	reload_pool pool $META $DATA $SIZE
+	expect_dmesg "growing the data device from $((SIZE / 256)) to $((SIZE / 128)) blocks"
+	run dmsetup remove pool
+}
+
 for_each_impl rebind_keeps_one_allocator
 for_each_impl conflicts_refused_while_a_thin_holds_the_pool
 for_each_impl failed_load_gives_its_hold_back
 for_each_impl read_only_table_writes_no_metadata
 for_each_impl unbound_tables_checked_against_defaults
+for_each_impl no_growth_line_at_first_activation
 impl_verdict
