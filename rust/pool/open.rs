@@ -88,10 +88,10 @@ pub(super) fn new_pool(
     md: TableMd,
     metadata: &DmDev,
     block_size: u32,
-    features: PoolFeatures,
+    read_only: bool,
 ) -> Result<SharedPool, CtrError> {
     let alloc = CtrError::new(ENOMEM, glue_errors::ALLOC_POOL);
-    let metadata_md = open_metadata(metadata, block_size, features.read_only)?;
+    let metadata_md = open_metadata(metadata, block_size, read_only)?;
     let flags = Arc::new(PoolFlags::default(), GFP_KERNEL).map_err(|_| alloc)?;
     let committed = CommittedView::new(metadata_md.store().reader()).map_err(|_| alloc)?;
     let committed = Arc::new(committed, GFP_KERNEL).map_err(|_| alloc)?;
@@ -117,7 +117,9 @@ pub(super) fn new_pool(
         data_low_water: DataLowWater::default(),
         metadata_low_water: MetadataLowWater::default(),
         last_table_id: 1,
-        features,
+        // As dm-thin's pool->pf until a table binds: the tables loaded
+        // before are checked against these (`find_or_create`).
+        features: PoolFeatures::DEFAULT,
         thins: KVec::new(),
         twin_targets: 0,
         cache,

@@ -8,6 +8,7 @@ use kernel::prelude::*;
 use super::{no_space_timeout_secs, PoolState};
 use crate::{
     dm::errno::EINVAL,
+    dm::pool_mode::PoolMode,
     dm::pool_table::{
         metadata_dev_blocks, metadata_dev_too_big, metadata_low_water_threshold,
         METADATA_BLOCK_SECTORS, METADATA_MAX_SECTORS,
@@ -129,13 +130,31 @@ impl PoolState {
             );
             return Ok(false);
         }
-        pr_info!(
-            "{}: growing the {} device from {} to {} blocks\n",
-            self.name(),
-            space.name(),
-            current,
-            wanted
-        );
+        if self.mode() == PoolMode::ReadOnly {
+            // dm-thin extends the space map in core with its metadata
+            // read-only (and fails the pool if that needs a new block);
+            // rthin changes no metadata in read-only mode and grows at the
+            // first preresume in write mode (Documentation/interface.md).
+            pr_info!(
+                "{}: not growing the {} device from {} to {} blocks while read-only\n",
+                self.name(),
+                space.name(),
+                current,
+                wanted
+            );
+            return Ok(false);
+        }
+        // A new pool's data space map starts empty and its first preresume
+        // sizes it: dm-thin logs that as no growth.
+        if current > 0 {
+            pr_info!(
+                "{}: growing the {} device from {} to {} blocks\n",
+                self.name(),
+                space.name(),
+                current,
+                wanted
+            );
+        }
         let resized = match space {
             Space::Data => self.md.resize_data(wanted),
             Space::Metadata => {

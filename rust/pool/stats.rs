@@ -38,6 +38,10 @@ pub(crate) struct PoolFlags {
     /// Set through debugfs by tests: the waker makes no commit, so that a
     /// test can tell which call committed however slow the kernel is.
     pub(super) periodic_commits_held: AtomicBool,
+    /// Set through debugfs by tests: the next table load of this pool fails
+    /// after it has found the pool object (as an allocation failing there
+    /// would), so that a test can see the failed load give its hold back.
+    pub(super) fail_next_table_load: AtomicBool,
     /// Slots of the pool's mapping cache.
     pub(super) mapping_cache_slots: AtomicU64,
 }
@@ -50,6 +54,8 @@ impl PoolFlags {
         writeln!(f, "periodic_commits {periodic}")?;
         let held = self.periodic_commits_held.load(Ordering::Relaxed);
         writeln!(f, "hold_periodic_commits {}", u8::from(held))?;
+        let fail_load = self.fail_next_table_load.load(Ordering::Relaxed);
+        writeln!(f, "fail_next_table_load {}", u8::from(fail_load))?;
         writeln!(f, "dirty {}", u8::from(self.dirty()))?;
         writeln!(f, "changes {}", self.changes())?;
         writeln!(f, "committed {}", self.committed())?;
@@ -58,19 +64,29 @@ impl PoolFlags {
     }
 
     /// A write to the pool's debugfs file: `hold_periodic_commits 1` stops
-    /// the waker's commits, `hold_periodic_commits 0` lets them go on.
+    /// the waker's commits, `hold_periodic_commits 0` lets them go on;
+    /// `fail_next_table_load 1` makes the next pool table load fail (0
+    /// cancels that).
     pub(super) fn write_knob(&self, input: &mut UserSliceReader) -> Result {
         let mut buf = [0u8; 32];
         let n = input.len();
         let text = buf.get_mut(..n).ok_or(EINVAL)?;
         input.read_slice(text)?;
-        let held = match text.trim_ascii() {
-            b"hold_periodic_commits 1" => true,
-            b"hold_periodic_commits 0" => false,
+        let (knob, on) = match text.trim_ascii() {
+            b"hold_periodic_commits 1" => (&self.periodic_commits_held, true),
+            b"hold_periodic_commits 0" => (&self.periodic_commits_held, false),
+            b"fail_next_table_load 1" => (&self.fail_next_table_load, true),
+            b"fail_next_table_load 0" => (&self.fail_next_table_load, false),
             _ => return Err(EINVAL),
         };
-        self.periodic_commits_held.store(held, Ordering::Relaxed);
+        knob.store(on, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// True once after `fail_next_table_load 1` was written (see
+    /// [`Self::write_knob`]).
+    pub(crate) fn take_table_load_fault(&self) -> bool {
+        self.fail_next_table_load.swap(false, Ordering::Relaxed)
     }
 
     /// The waker may commit.

@@ -36,7 +36,7 @@ use crate::{
     dm::status_buf::StatusBuf,
     glue::{
         bio::Bio,
-        device::{DmDev, MdKey},
+        device::DmDev,
         dm::{
             features, Args, CtrError, MapResult, QueueLimits, StatusKind, TableEvents, TargetCtx,
             TargetOps,
@@ -44,15 +44,16 @@ use crate::{
     },
     pdata::block_store::BlockStore,
     pool::{
-        registry, usable_metadata_blocks, warn_if_metadata_device_too_big, Binding, SharedPool,
-        Show,
+        registry::{self, PoolHold},
+        usable_metadata_blocks, warn_if_metadata_device_too_big, Binding, Show,
     },
 };
 
 /// One pool table.
 pub(crate) struct Pool {
-    pool: SharedPool,
-    md: MdKey,
+    /// The table's hold on its pool object. First, so that it goes first:
+    /// its last commit reads and flushes through the devices below.
+    pool: PoolHold,
     /// Held open for the table's lifetime (the bufio store reads through it).
     metadata: DmDev,
     data: DmDev,
@@ -62,16 +63,9 @@ pub(crate) struct Pool {
     /// Set by `io_hints` when the data device cannot take the passdown of a
     /// whole block: this table's live features then have passdown off.
     passdown_unsupported: AtomicBool,
-    table_id: u64,
     nr_data_blocks: u64,
     /// This table, for dm events while it is the bound one.
     event_table: Option<TableEvents>,
-}
-
-impl Drop for Pool {
-    fn drop(&mut self) {
-        registry::release(&self.pool, self.md, self.table_id);
-    }
 }
 
 #[vtable]
@@ -99,7 +93,14 @@ impl TargetOps for Pool {
             // Unreachable: parse() rejects fewer than four words before this.
             return Err(CtrError::new(EINVAL, c"Invalid argument count"));
         };
-        let metadata = ti.get_device(metadata_word, glue_errors::OPEN_METADATA)?;
+        // As dm-thin, a `read_only` table opens the metadata device for
+        // reading only. (A line that fails to parse is refused right after
+        // opening its devices: how it opened them does not matter.)
+        let metadata = if parsed.as_ref().is_ok_and(|p| p.features.read_only) {
+            ti.get_device_read_only(metadata_word, glue_errors::OPEN_METADATA)?
+        } else {
+            ti.get_device(metadata_word, glue_errors::OPEN_METADATA)?
+        };
         if let Some(dev) = metadata.handle() {
             warn_if_metadata_device_too_big(&dev);
         }
@@ -110,9 +111,7 @@ impl TargetOps for Pool {
         let md = ti
             .table_md()
             .ok_or(CtrError::new(EINVAL, glue_errors::ALLOC_POOL))?;
-        let key = md.key();
-        let (pool, table_id) =
-            registry::find_or_create(md, &metadata, &data, parsed.block_size, features)?;
+        let pool = registry::find_or_create(md, &metadata, &data, parsed.block_size, features)?;
         pool.lock().data_bdev = data.handle();
         // QUIRK 1: a reload with another block size is accepted and ignored;
         // the live pool's size is what the table shows and what sizes it.
@@ -123,6 +122,11 @@ impl TargetOps for Pool {
         if features.discard_enabled && features.discard_passdown {
             ti.enable_discards();
         }
+        // A failure injected by a test (debugfs `fail_next_table_load`),
+        // standing for an allocation failing after the pool object was found.
+        if pool.flags.take_table_load_fault() {
+            return Err(CtrError::new(ENOMEM, glue_errors::ALLOC_POOL));
+        }
         let table = PoolTableLine {
             metadata_dev: metadata.devnum(),
             data_dev: data.devnum(),
@@ -132,13 +136,11 @@ impl TargetOps for Pool {
         };
         Ok(Self {
             pool,
-            md: key,
             metadata,
             data,
             table,
             features,
             passdown_unsupported: AtomicBool::new(false),
-            table_id,
             nr_data_blocks: nr_data_blocks(ti.len(), block_size),
             event_table: ti
                 .table_events()
@@ -216,7 +218,7 @@ impl TargetOps for Pool {
 
     fn preresume(&self) -> Result {
         let binding = Binding {
-            table_id: self.table_id,
+            table_id: self.pool.table_id(),
             read_only: self.features.read_only,
             error_if_no_space: self.features.error_if_no_space,
             low_water_blocks: self.table.low_water_blocks,

@@ -29,13 +29,18 @@ use crate::{
         dm::{features, Args, CtrError, MapResult, QueueLimits, StatusKind, TargetCtx, TargetOps},
     },
     io::{ThinIo, ThinIoConfig},
-    pool::{registry::lookup, SharedPool, ThinCounters, ThinCountersHold},
+    pool::{
+        registry::{hold_for_thin, PoolHold},
+        SharedPool, ThinCounters, ThinCountersHold,
+    },
 };
 
 /// One thin volume.
 pub(crate) struct Thin {
     pool_dev: DmDev,
-    pool: SharedPool,
+    /// The target's hold on its pool object (dm-thin's `__pool_inc` in
+    /// `thin_ctr`): while it lives, a new pool table binds to the same object.
+    pool: PoolHold,
     table: ThinTableLine,
     io: Arc<ThinIo>,
     /// Held open for the target's lifetime (the I/O path reads through it).
@@ -78,7 +83,8 @@ impl TargetOps for Thin {
         let md = pool_dev
             .get_md()
             .ok_or(CtrError::new(EINVAL, glue_errors::POOL_MD))?;
-        let pool = lookup(md.key()).ok_or(CtrError::new(EINVAL, glue_errors::POOL_OBJECT))?;
+        let pool =
+            hold_for_thin(md.key()).ok_or(CtrError::new(EINVAL, glue_errors::POOL_OBJECT))?;
         drop(md);
         let oom = CtrError::new(ENOMEM, glue_errors::OUT_OF_MEMORY);
         let counters_hold = match ti.table_md() {
@@ -123,7 +129,7 @@ impl TargetOps for Thin {
                 snapshotted_time: details.snapshotted_time,
                 share_gen: st.note_target_of(parsed.dev_id).map_err(|_| oom)?,
             };
-            let io = ThinIo::new(pool.clone(), cfg).map_err(|_| oom)?;
+            let io = ThinIo::new(SharedPool::clone(&pool), cfg).map_err(|_| oom)?;
             if st.open_thin(io.clone()).is_err() {
                 // Its lanes hold it until closed.
                 io.quiesce();
