@@ -280,7 +280,7 @@ impl ThinIo {
         } else {
             match st.mode_state().decide_prepared_mapping() {
                 PreparedMappingAction::Insert => {
-                    st.insert_mapping(self, vblock, data_block, copied)
+                    st.insert_mapping(self, vblock, data_block)
                 }
                 PreparedMappingAction::Error(e) => {
                     st.release_data_block(data_block);

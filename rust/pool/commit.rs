@@ -114,7 +114,7 @@ impl PoolState {
             self.committed
                 .publish(self.md.committed_tree(), self.flags.committed());
         }
-        self.freed_since_commit = false;
+        self.data_freed_at_commit = self.md.data_blocks_freed();
         // The unmappings of the discards waiting to pass down are undone:
         // their blocks are mapped again and must not be discarded.
         for p in self.awaiting_gp.iter_mut() {
@@ -166,11 +166,12 @@ impl PoolState {
         // Covered now, but for changes lost before.
         self.closed_changes.retain(|c| c.1 == u64::MAX);
         self.closed_changes_unknown = false;
-        if self.freed_since_commit {
+        let freed = self.md.data_blocks_freed();
+        if freed != self.data_freed_at_commit {
             // Blocks freed in this transaction are allocatable from now on:
             // not before the bios that may still use them have completed,
             // nor before older discards have passed them down.
-            self.freed_since_commit = false;
+            self.data_freed_at_commit = freed;
             self.reuse_cookie = Some(self.tracker.start_poll());
             self.reuse_after_passdown = self.passdown_seq;
         }

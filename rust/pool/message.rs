@@ -64,14 +64,9 @@ impl PoolState {
         match result {
             Ok(()) => {
                 self.flags.change();
-                match *msg {
-                    // Its blocks lose a reference; some may be free now.
-                    PoolMessage::Delete { .. } => self.freed_since_commit = true,
-                    // The origin's details changed: its next flush commits.
-                    PoolMessage::CreateSnap { origin_id, .. } => {
-                        self.note_change_of(origin_id, self.flags.changes());
-                    }
-                    _ => {}
+                // The origin's details changed: its next flush commits.
+                if let PoolMessage::CreateSnap { origin_id, .. } = *msg {
+                    self.note_change_of(origin_id, self.flags.changes());
                 }
                 self.check_metadata_low_water();
                 // dm-thin ignores the commit's result here.

@@ -124,7 +124,7 @@ pub(super) fn new_pool(
         waiting_for_cells: false,
         waiting_for_reuse: false,
         tracker: tracker.clone(),
-        freed_since_commit: false,
+        data_freed_at_commit: 0,
         reuse_cookie: None,
         reuse_after_passdown: 0,
         passdown_seq: 0,

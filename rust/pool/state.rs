@@ -66,8 +66,12 @@ pub(crate) struct PoolState {
     pub(super) waiting_for_reuse: bool,
     /// The pool's in-flight tracker (shared with [`PoolObj`]).
     pub(super) tracker: Arc<IoTracker>,
-    /// A data block lost its last reference in this transaction.
-    pub(super) freed_since_commit: bool,
+    /// The metadata's running count of freed data blocks
+    /// (`ThinMetadata::data_blocks_freed`) at the last commit or abort: a
+    /// commit that finds it grown made blocks free, by whatever operation
+    /// (an unmap, a replaced mapping, a delete, the metadata snapshot's
+    /// release).
+    pub(super) data_freed_at_commit: u64,
     /// Blocks freed before the last commit may be reused once this grace
     /// period ends (`None`: it has).
     pub(super) reuse_cookie: Option<GpCookie>,

@@ -602,3 +602,37 @@ fn committed_tree_is_stable_until_the_next_commit() {
         md.lookup(1, 7).unwrap().map(|r| r.mapping)
     );
 }
+
+/// The running count of freed data blocks grows with every path that drops
+/// a block's last reference, releasing the metadata snapshot included, and
+/// not with one that leaves a reference (the held snapshot's); an abort does
+/// not lower it.
+#[test]
+fn data_blocks_freed_counts_every_free() {
+    let mut md = ThinMetadata::format(mem_store(1024), 128, 16).unwrap();
+    md.create_thin(1).unwrap();
+    for v in 0..4u64 {
+        let b = md.alloc_data_block().unwrap();
+        md.insert_mapping(1, v, b).unwrap();
+    }
+    md.commit().unwrap();
+    assert_eq!(md.data_blocks_freed(), 0);
+    md.reserve_metadata_snap().unwrap();
+    md.commit().unwrap();
+    assert!(md.remove_mapping(1, 0).unwrap());
+    assert_eq!(
+        md.data_blocks_freed(),
+        0,
+        "the snapshot still holds block 0"
+    );
+    md.commit().unwrap();
+    md.release_metadata_snap().unwrap();
+    assert_eq!(md.data_blocks_freed(), 1, "the release freed block 0");
+    md.commit().unwrap();
+    assert!(md.remove_mapping(1, 1).unwrap());
+    assert_eq!(md.data_blocks_freed(), 2);
+    md.abort().unwrap();
+    assert_eq!(md.data_blocks_freed(), 2);
+    md.delete(1).unwrap();
+    assert_eq!(md.data_blocks_freed(), 5);
+}

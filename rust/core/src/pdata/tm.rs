@@ -64,6 +64,11 @@ pub(crate) struct Tm<S: BlockStore, C: CacheMem = InlineCaches> {
     pub(crate) data_hint: u64,
     /// Metadata blocks allocated in this transaction.
     pub(crate) meta_new_blocks: u64,
+    /// Data blocks whose count fell to zero since the object was made, in
+    /// any transaction (an abort does not take it back): whoever hands
+    /// freed blocks out again compares it across a commit, whatever path
+    /// freed them.
+    pub(crate) data_blocks_freed: u64,
     /// The caches, inline or on the heap.
     caches: C,
 }
@@ -183,6 +188,7 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
             meta_hint: 0,
             data_hint: 0,
             meta_new_blocks: 0,
+            data_blocks_freed: 0,
             caches,
         };
         // The caches may come from an earlier use (`C` may be a `&mut

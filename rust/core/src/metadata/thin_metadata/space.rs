@@ -33,6 +33,15 @@ impl<S: BlockStore, C: CacheMem> ThinMetadata<S, C> {
         self.tm.sm_dec(SmKind::Data, b).map(|_| ())
     }
 
+    /// How many times a data block's count fell to zero since the metadata
+    /// was opened, in any transaction and by any operation (unmaps,
+    /// replaced mappings, deletes, releasing the metadata snapshot, blocks
+    /// given back): a running count that aborts do not lower, so a change
+    /// across a commit means that commit made blocks free.
+    pub fn data_blocks_freed(&self) -> u64 {
+        self.tm.data_blocks_freed
+    }
+
     /// Reference count of a metadata block.
     pub fn metadata_block_count(&self, b: u64) -> CoreResult<u32> {
         self.tm.sm_count(SmKind::Meta, false, b)

@@ -428,6 +428,9 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
                     .nr_allocated
                     .checked_sub(1)
                     .ok_or(corrupt(Corruption::SpaceMap))?;
+                if sm == SmKind::Data {
+                    self.data_blocks_freed = self.data_blocks_freed.wrapping_add(1);
+                }
             }
             self.set_index_entry(sm, i, ie)?;
         }
