@@ -195,6 +195,9 @@ impl PoolState {
             self.metadata_operation_failed("dm_pool_commit_metadata", e);
             return Err(e.errno());
         }
+        // The commit allocates metadata too (space-map index entries,
+        // device details).
+        self.check_metadata_low_water();
         self.flags.committed.store(covers, Ordering::Release);
         self.committed.publish(self.md.committed_tree(), covers);
         self.flags.commits.fetch_add(1, Ordering::Relaxed);

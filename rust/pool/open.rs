@@ -17,7 +17,7 @@ use super::{
 };
 use crate::{
     dm::errno::{EINVAL, ENOMEM, EPERM},
-    dm::events::{DataLowWater, MetadataLowWater},
+    dm::events::DataLowWater,
     dm::pool_mode::PoolModeState,
     dm::pool_table::{glue_errors, PoolFeatures},
     glue::{
@@ -105,7 +105,7 @@ pub(super) fn new_pool(
         Ok(name) => Dir::new(&name),
         Err(_) => Dir::new(c"rthin"),
     };
-    let state = PoolState {
+    let mut state = PoolState {
         name: md,
         md: metadata_md,
         mode: PoolModeState::new(),
@@ -114,7 +114,6 @@ pub(super) fn new_pool(
         event_table: None,
         low_water_blocks: 0,
         data_low_water: DataLowWater::default(),
-        metadata_low_water: MetadataLowWater::default(),
         last_table_id: 1,
         features,
         thins: KVec::new(),
@@ -141,6 +140,7 @@ pub(super) fn new_pool(
         needs_check_set: false,
         data_bdev: None,
     };
+    state.set_metadata_low_water();
     let wq = IoQueue::new(c"rthin").map_err(|_| alloc)?;
     let show = &|p: &Arc<PoolFlags>, f: &mut fmt::Formatter<'_>| p.write(f);
     let knob = &|p: &Arc<PoolFlags>, input: &mut UserSliceReader| p.write_knob(input);

@@ -194,6 +194,8 @@ impl PoolState {
         if n > 0 {
             self.note_dev_change(thin, self.flags.change());
         }
+        // Unmapping shadows B-tree nodes: metadata allocations.
+        self.check_metadata_low_water();
         Ok(n)
     }
 }

@@ -15,7 +15,7 @@ use super::{
     passdown::Passdown, PoolFlags, PoolMetadata, Show,
 };
 use crate::{
-    dm::events::{DataLowWater, MetadataLowWater},
+    dm::events::DataLowWater,
     dm::pool_mode::{ModeChange, PoolMode, PoolModeState},
     dm::pool_table::PoolFeatures,
     glue::{
@@ -44,8 +44,6 @@ pub(crate) struct PoolState {
     pub(crate) low_water_blocks: u64,
     /// Data low-water event state.
     pub(crate) data_low_water: DataLowWater,
-    /// Metadata low-water event state.
-    pub(super) metadata_low_water: MetadataLowWater,
     /// Last table id handed out.
     pub(super) last_table_id: u64,
     /// Live (adjusted) features of the bound table.

@@ -636,3 +636,36 @@ fn data_blocks_freed_counts_every_free() {
     md.delete(1).unwrap();
     assert_eq!(md.data_blocks_freed(), 5);
 }
+
+/// The metadata low-water threshold is checked at every metadata
+/// allocation, whatever the operation: unmapping blocks (no message or new
+/// mapping) crosses it, and it fires once per downward crossing.
+#[test]
+fn metadata_low_water_at_every_allocation() {
+    let mut md = ThinMetadata::format(mem_store(1024), 128, 100_000).unwrap();
+    md.create_thin(1).unwrap();
+    for v in 0..20_000u64 {
+        let b = md.alloc_data_block().unwrap();
+        md.insert_mapping(1, v, b).unwrap();
+    }
+    md.commit().unwrap();
+    let free = md.metadata_usage().free;
+    md.set_metadata_low_water(free - 5);
+    assert!(!md.take_metadata_low_water());
+    // Unmapping one block in each of many leaves shadows each leaf.
+    for v in (0..20_000u64).step_by(200) {
+        assert!(md.remove_mapping(1, v).unwrap());
+    }
+    assert!(md.metadata_usage().free <= free - 5);
+    assert!(
+        md.take_metadata_low_water(),
+        "the unmaps crossed the threshold"
+    );
+    assert!(!md.take_metadata_low_water(), "once per crossing");
+    md.commit().unwrap();
+    assert!(md.metadata_usage().free > free - 5);
+    for v in (1..20_000u64).step_by(200) {
+        assert!(md.remove_mapping(1, v).unwrap());
+    }
+    assert!(md.take_metadata_low_water(), "again after rising above it");
+}

@@ -467,6 +467,8 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
         self.meta_hint = b.saturating_add(1);
         self.meta_new_blocks = self.meta_new_blocks.saturating_add(1);
         self.note_new(b);
+        let (_, free) = self.meta_space();
+        self.meta_low_water.note(free);
         Ok(b)
     }
 
