@@ -142,6 +142,7 @@ pub(super) fn new_pool(
     };
     state.set_metadata_low_water();
     let wq = IoQueue::new(c"rthin").map_err(|_| alloc)?;
+    let completion_wq = IoQueue::new(c"rthin_done").map_err(|_| alloc)?;
     let show = &|p: &Arc<PoolFlags>, f: &mut fmt::Formatter<'_>| p.write(f);
     let knob = &|p: &Arc<PoolFlags>, input: &mut UserSliceReader| p.write_knob(input);
     let pool_file = KBox::pin_init(
@@ -157,6 +158,7 @@ pub(super) fn new_pool(
             state <- new_mutex!(state),
             settled <- new_condvar!(),
             wq,
+            completion_wq,
             kcopyd,
             flags,
             mappings,
