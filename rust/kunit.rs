@@ -171,6 +171,11 @@ mod core_suite {
     }
 
     #[test]
+    fn mapping_cache_unstorable_publish_drops_old_entry() {
+        assert!(crate::metadata::mapping_cache::selftest::unstorable_publish_drops_old_entry());
+    }
+
+    #[test]
     fn committed_tree_protocol() {
         assert!(crate::metadata::committed::selftest::protocol());
     }

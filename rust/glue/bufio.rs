@@ -261,9 +261,16 @@ impl BufioReader {
             for (i, chunk) in out.chunks_exact_mut(8).enumerate() {
                 // SAFETY: a held buffer's data is `BLOCK_SIZE` bytes, aligned
                 // for u64 (checked above), so word `i < BLOCK_SIZE / 8` is in
-                // it. The bytes may be written concurrently (see above):
-                // volatile word loads, as READ_ONCE, and the caller discards
-                // a torn copy.
+                // it, and our hold keeps it from being freed or reused for
+                // another block. Another holder (the pool lock's, once a
+                // commit let the block be reused) may write it meanwhile.
+                // That is acceptable: no Rust reference to the bytes is made
+                // (so none aliases the writer's), each load is a whole
+                // aligned word read once (READ_ONCE: the kernel's model for
+                // data a racing writer changes, never a torn word), and a
+                // copy that mixes old and new words is never used, since the
+                // caller learns that a commit ended during the walk and
+                // discards it (`pool::committed`).
                 let w = unsafe { ptr::read_volatile(words.add(i)) };
                 chunk.copy_from_slice(&w.to_ne_bytes());
             }

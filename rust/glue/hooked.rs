@@ -21,6 +21,7 @@ use super::{
     bindings as dm,
     bio::{HookState, OwnedBio, PerBio, Provision},
     deferred::{CpuQueues, Drain},
+    device::BdevHandle,
     queue::IoQueue,
 };
 
@@ -141,15 +142,18 @@ impl OwnedBio {
         Some(ctx)
     }
 
-    /// Submits a (remapped) bio that writes a whole new block, so that when
-    /// its write completes it comes back to `owner`'s
+    /// Submits a bio that writes a whole new block, moved to `sector` of
+    /// `dev`, so that when its write completes it comes back to `owner`'s
     /// [`Requeue::completion_lane`] instead of completing; the owner then
     /// finds the provision with [`Self::take_provision`]. Hands the bio back
-    /// if dm keeps no per-bio data for it.
+    /// as it came (not moved: its sector still names its virtual block) if
+    /// dm keeps no per-bio data for it.
     pub(crate) fn submit_hooked<T: Requeue>(
         mut self,
         owner: &Arc<T>,
         provision: Provision,
+        dev: &BdevHandle,
+        sector: u64,
     ) -> Result<(), OwnedBio> {
         let raw = self.raw.as_ptr();
         let Some(ctx) = self.hook(owner, provision) else {
@@ -161,6 +165,7 @@ impl OwnedBio {
             ctx.saved_end_io = (*raw).bi_end_io;
             (*raw).bi_end_io = Some(hooked_endio::<T>);
         }
+        self.view().remap_bdev(dev, sector);
         self.submit();
         Ok(())
     }

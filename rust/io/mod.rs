@@ -379,7 +379,7 @@ impl PoolMember for ThinIo {
 
 impl Requeue for ThinIo {
     fn completion_lane(&self) -> (&CpuQueues<Self>, &IoQueue) {
-        (&self.completed, &self.pool.wq)
+        (&self.completed, &self.pool.completion_wq)
     }
 }
 

@@ -125,15 +125,18 @@ impl ThinIo {
             fill: Fill::Overwrite,
         };
         if whole {
-            if let Err(e) = self.remap(&mut bio, data_block) {
+            let sector = bio.view().sector();
+            let Some(to) = self.geometry.remap(data_block, sector) else {
                 // Not filled: this frees the block and fails, as intended.
                 let _ = self.end_provision(&provision, false, None);
-                bio.complete(Some(e));
+                bio.complete(Some(IoError::Io));
                 return;
-            }
-            match bio.submit_hooked(self, provision) {
+            };
+            match bio.submit_hooked(self, provision, &self.pool_bdev, to) {
                 Ok(()) => return,
-                // No per-bio data: fill the block as for a partial write.
+                // No per-bio data: fill the block as for a partial write
+                // (the bio still names its virtual block, which a durable
+                // bio's second trip through a worker looks up again).
                 Err(b) => bio = b,
             }
         }
@@ -282,22 +285,15 @@ impl ThinIo {
         } = provision;
         let mut st = self.pool.lock();
         let parked = st.close_cell(self.dev_id, vblock);
-        let outcome = if !filled {
-            st.release_data_block(data_block);
-            Err(IoError::Io)
-        } else if st.epoch() != epoch {
-            // The metadata rolled back meanwhile: the block is no longer ours.
-            Err(st.mode_state().pool_io_error())
-        } else {
-            match st.mode_state().decide_prepared_mapping() {
-                PreparedMappingAction::Insert => {
-                    st.insert_mapping(self, vblock, data_block, copied)
-                }
-                PreparedMappingAction::Error(e) => {
-                    st.release_data_block(data_block);
-                    Err(e)
-                }
+        let rolled_back = st.epoch() != epoch;
+        let outcome = match st.mode_state().decide_prepared_mapping(filled, rolled_back) {
+            PreparedMappingAction::Insert => st.insert_mapping(self, vblock, data_block),
+            PreparedMappingAction::Release(e) => {
+                st.release_data_block(data_block);
+                Err(e)
             }
+            // The block is no longer ours.
+            PreparedMappingAction::Forget(e) => Err(e),
         };
         if outcome.is_ok() {
             if let Some(bio) = to_submit {

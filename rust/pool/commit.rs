@@ -90,9 +90,7 @@ impl PoolState {
             e.errno()
         );
         pr_err!("{}: aborting current metadata transaction\n", self.name());
-        // The abort resets the block cache, which no walk may hold a buffer of.
-        self.committed.withdraw();
-        let abort_ok = self.md.abort().is_ok();
+        let abort_ok = self.abort_to_last_commit().is_ok();
         self.epoch = self.epoch.wrapping_add(1);
         self.forget_mappings();
         // The changes since the last commit are gone: a durable bio of a thin
@@ -108,13 +106,6 @@ impl PoolState {
         self.flags
             .committed
             .store(self.flags.changes(), Ordering::Release);
-        if abort_ok {
-            // Every change made so far is in it or lost (and its targets
-            // fail their durable bios and never walk it again).
-            self.committed
-                .publish(self.md.committed_tree(), self.flags.committed());
-        }
-        self.freed_since_commit = false;
         // The unmappings of the discards waiting to pass down are undone:
         // their blocks are mapped again and must not be discarded.
         for p in self.awaiting_gp.iter_mut() {
@@ -136,6 +127,50 @@ impl PoolState {
             self.mode
                 .metadata_operation_failed(abort_ok, needs_check_ok, no_space_timeout_secs());
         self.report(&change);
+    }
+
+    /// Rolls the metadata back to the last commit and publishes that
+    /// commit's tree again for the walks without the lock (every change
+    /// made since is lost, and the targets that had some fail their durable
+    /// bios and never walk it). Err if the metadata could not be reread.
+    fn abort_to_last_commit(&mut self) -> Result<(), CoreError> {
+        // The abort resets the block cache, which no walk may hold a buffer of.
+        self.committed.withdraw();
+        self.md.abort()?;
+        self.committed
+            .publish(self.md.committed_tree(), self.flags.committed());
+        // The frees rolled back with the rest.
+        self.data_freed_at_commit = self.md.data_blocks_freed();
+        Ok(())
+    }
+
+    /// Undoes a message that failed after changing the metadata (`e`),
+    /// back to the commit made just before it (`run_message`), so that it
+    /// may be retried, after the metadata device grows if it ran out of
+    /// space: dm-thin's messages fail without degrading the pool. Only the
+    /// message's own changes are lost, and no bio depends on them, so the
+    /// pool keeps its mode and needs no check, unlike
+    /// [`Self::metadata_operation_failed`], which this falls back to if the
+    /// rollback fails or the error says the metadata cannot be trusted.
+    pub(super) fn roll_back_message(&mut self, op: &str, e: CoreError) {
+        let refused_or_full = matches!(
+            e,
+            CoreError::NoSpace
+                | CoreError::Exists
+                | CoreError::NotFound
+                | CoreError::Busy
+                | CoreError::Invalid
+        );
+        if refused_or_full && self.abort_to_last_commit().is_ok() {
+            pr_warn!(
+                "{}: metadata operation '{}' failed: error = -{}: rolled back to the last commit\n",
+                self.name(),
+                op,
+                e.errno()
+            );
+        } else {
+            self.metadata_operation_failed(op, e);
+        }
     }
 
     /// dm-thin's `commit()`: refused (EINVAL) in OOMS/RO/FAIL, a failure
@@ -160,17 +195,21 @@ impl PoolState {
             self.metadata_operation_failed("dm_pool_commit_metadata", e);
             return Err(e.errno());
         }
+        // The commit allocates metadata too (space-map index entries,
+        // device details).
+        self.check_metadata_low_water();
         self.flags.committed.store(covers, Ordering::Release);
         self.committed.publish(self.md.committed_tree(), covers);
         self.flags.commits.fetch_add(1, Ordering::Relaxed);
         // Covered now, but for changes lost before.
         self.closed_changes.retain(|c| c.1 == u64::MAX);
         self.closed_changes_unknown = false;
-        if self.freed_since_commit {
+        let freed = self.md.data_blocks_freed();
+        if freed != self.data_freed_at_commit {
             // Blocks freed in this transaction are allocatable from now on:
             // not before the bios that may still use them have completed,
             // nor before older discards have passed them down.
-            self.freed_since_commit = false;
+            self.data_freed_at_commit = freed;
             self.reuse_cookie = Some(self.tracker.start_poll());
             self.reuse_after_passdown = self.passdown_seq;
         }

@@ -10,8 +10,13 @@ use crate::{core_error::CoreError, dm::message::PoolMessage};
 impl PoolState {
     /// Runs one parsed message (steps 2-4 of `dm_message`'s glue flow).
     pub(crate) fn run_message(&mut self, msg: &PoolMessage<'_>) -> Result<(), i32> {
-        if msg.commits_first() {
-            let _ = self.commit();
+        // What the transaction holds goes to disk first (dm-thin does this
+        // only for `reserve_metadata_snap`), so that a message that fails
+        // part-way can be rolled back alone (`roll_back_message`). Changes
+        // are made under the pool lock, held here: the commit covers every
+        // change before the message.
+        if self.md.is_dirty() {
+            self.commit()?;
         }
         let result = match *msg {
             PoolMessage::CreateThin { dev_id, .. } => self.md.create_thin(dev_id.into()),
@@ -64,14 +69,9 @@ impl PoolState {
         match result {
             Ok(()) => {
                 self.flags.change();
-                match *msg {
-                    // Its blocks lose a reference; some may be free now.
-                    PoolMessage::Delete { .. } => self.freed_since_commit = true,
-                    // The origin's details changed: its next flush commits.
-                    PoolMessage::CreateSnap { origin_id, .. } => {
-                        self.note_change_of(origin_id, self.flags.changes());
-                    }
-                    _ => {}
+                // The origin's details changed: its next flush commits.
+                if let PoolMessage::CreateSnap { origin_id, .. } = *msg {
+                    self.note_change_of(origin_id, self.flags.changes());
                 }
                 self.check_metadata_low_water();
                 // dm-thin ignores the commit's result here.
@@ -80,13 +80,12 @@ impl PoolState {
             }
             Err(e) => {
                 pr_warn!("{}\n", Show(|f| msg.write_failure_log(f)));
-                // Refusals leave the metadata untouched; anything else may
-                // have half-applied the transaction.
-                if !matches!(
-                    e,
-                    CoreError::Exists | CoreError::NotFound | CoreError::Busy | CoreError::Invalid
-                ) {
-                    self.metadata_operation_failed(msg.name(), e);
+                // A refusal before any change (an existing or missing
+                // device, a held snapshot, create_snap at the largest time)
+                // leaves the metadata as the commit above left it; a
+                // message that failed part-way is undone.
+                if self.md.is_dirty() {
+                    self.roll_back_message(msg.name(), e);
                 }
                 Err(e.errno())
             }

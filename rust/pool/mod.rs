@@ -105,8 +105,15 @@ pub(crate) struct PoolObj {
     /// done waiting (waits on `state`; committers: see the rules).
     #[pin]
     pub(super) settled: CondVar,
-    /// The workers' queue.
+    /// The workers' queue: the deferred lanes, the ticker, the
+    /// grace-period work.
     pub(crate) wq: IoQueue,
+    /// The completion lanes' queue. Deferred work waits for completion
+    /// work (a commit waits for the provisions in flight to settle), so
+    /// each has a reclaim queue, and so a rescuer, of its own: under memory
+    /// pressure one rescuer shared by both could run a waiting deferred
+    /// item while the completion it waits for never runs.
+    pub(crate) completion_wq: IoQueue,
     /// Zeroing and copying of data blocks.
     pub(crate) kcopyd: Kcopyd,
     /// Lock-free view for the map path.

@@ -17,7 +17,7 @@ use super::{
 };
 use crate::{
     dm::errno::{EINVAL, ENOMEM, EPERM},
-    dm::events::{DataLowWater, MetadataLowWater},
+    dm::events::DataLowWater,
     dm::pool_mode::PoolModeState,
     dm::pool_table::{glue_errors, PoolFeatures},
     glue::{
@@ -105,7 +105,7 @@ pub(super) fn new_pool(
         Ok(name) => Dir::new(&name),
         Err(_) => Dir::new(c"rthin"),
     };
-    let state = PoolState {
+    let mut state = PoolState {
         name: md,
         md: metadata_md,
         mode: PoolModeState::new(),
@@ -115,7 +115,6 @@ pub(super) fn new_pool(
         event_table: None,
         low_water_blocks: 0,
         data_low_water: DataLowWater::default(),
-        metadata_low_water: MetadataLowWater::default(),
         last_table_id: 1,
         // As dm-thin's pool->pf until a table binds: the tables loaded
         // before are checked against these (`find_or_create`).
@@ -127,7 +126,7 @@ pub(super) fn new_pool(
         waiting_for_cells: false,
         waiting_for_reuse: false,
         tracker: tracker.clone(),
-        freed_since_commit: false,
+        data_freed_at_commit: 0,
         reuse_cookie: None,
         reuse_after_passdown: 0,
         passdown_seq: 0,
@@ -144,7 +143,9 @@ pub(super) fn new_pool(
         needs_check_set: false,
         data_bdev: None,
     };
+    state.set_metadata_low_water();
     let wq = IoQueue::new(c"rthin").map_err(|_| alloc)?;
+    let completion_wq = IoQueue::new(c"rthin_done").map_err(|_| alloc)?;
     let show = &|p: &Arc<PoolFlags>, f: &mut fmt::Formatter<'_>| p.write(f);
     let knob = &|p: &Arc<PoolFlags>, input: &mut UserSliceReader| p.write_knob(input);
     let pool_file = KBox::pin_init(
@@ -160,6 +161,7 @@ pub(super) fn new_pool(
             state <- new_mutex!(state),
             settled <- new_condvar!(),
             wq,
+            completion_wq,
             kcopyd,
             flags,
             mappings,

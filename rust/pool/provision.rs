@@ -136,20 +136,16 @@ impl PoolState {
         }
     }
 
-    /// Maps `vblock` of `thin` to a block filled by a provision; `replaces`
-    /// if the mapping replaces a shared block (which may lose its last
-    /// reference meanwhile, if the other sharers went).
+    /// Maps `vblock` of `thin` to a block filled by a provision.
     pub(crate) fn insert_mapping(
         &mut self,
         thin: &dyn PoolMember,
         vblock: u64,
         b: u64,
-        replaces: bool,
     ) -> Result<(), IoError> {
         match self.md.insert_mapping(thin.dev_id().into(), vblock, b) {
             Ok(()) => {
                 self.note_dev_change(thin, self.flags.change());
-                self.freed_since_commit |= replaces;
                 self.check_metadata_low_water();
                 Ok(())
             }
@@ -174,7 +170,6 @@ impl PoolState {
             c.invalidate_range(thin.dev_id(), first, end);
         }
         let mut n = 0;
-        let mut any_freed = false;
         let mut from = first;
         while from < end {
             // The runs between the virtual blocks a provision holds, each
@@ -182,10 +177,7 @@ impl PoolState {
             let held = self.cells.first_held(thin.dev_id(), from, end);
             let run_end = held.unwrap_or(end);
             if from < run_end {
-                let removed = self.md.remove_range_freeing(dev, from, run_end, |b| {
-                    any_freed = true;
-                    freed(b);
-                });
+                let removed = self.md.remove_range_freeing(dev, from, run_end, &mut freed);
                 match removed {
                     Ok(k) => n += k,
                     Err(e) => {
@@ -202,7 +194,8 @@ impl PoolState {
         if n > 0 {
             self.note_dev_change(thin, self.flags.change());
         }
-        self.freed_since_commit |= any_freed;
+        // Unmapping shadows B-tree nodes: metadata allocations.
+        self.check_metadata_low_water();
         Ok(n)
     }
 }

@@ -78,14 +78,21 @@ impl PoolState {
         free_after_reserve(usage.total, usage.free)
     }
 
-    /// The metadata low-water threshold, checked after metadata changes.
-    pub(super) fn check_metadata_low_water(&mut self) {
-        let free = self.md.metadata_usage().free;
+    /// Sets the metadata low-water threshold of the metadata device's size
+    /// now (the metadata checks it at every allocation).
+    pub(super) fn set_metadata_low_water(&mut self) {
         let dev_blocks = usable_metadata_blocks(self.md.store().nr_blocks());
-        if self
-            .metadata_low_water
-            .check(free, metadata_low_water_threshold(dev_blocks))
-        {
+        self.md
+            .set_metadata_low_water(metadata_low_water_threshold(dev_blocks));
+    }
+
+    /// Sends the metadata low-water event if a metadata allocation crossed
+    /// the threshold since the last check: after every operation that may
+    /// allocate metadata (messages, mappings, unmaps, commits, resizes), so
+    /// the event goes out with the operation, as dm-thin's does from the
+    /// allocation itself.
+    pub(super) fn check_metadata_low_water(&mut self) {
+        if self.md.take_metadata_low_water() {
             pr_warn!(
                 "{}: reached low water mark for metadata device: sending event.\n",
                 self.name()
@@ -164,6 +171,9 @@ impl PoolState {
                 self.md.resize_metadata(wanted)
             }
         };
+        // The threshold follows the metadata device's size.
+        self.set_metadata_low_water();
+        self.check_metadata_low_water();
         if let Err(e) = resized {
             let op = match space {
                 Space::Data => {

@@ -15,7 +15,7 @@ use super::{
     passdown::Passdown, PoolFlags, PoolMetadata, Show,
 };
 use crate::{
-    dm::events::{DataLowWater, MetadataLowWater},
+    dm::events::DataLowWater,
     dm::pool_mode::{ModeChange, PoolMode, PoolModeState},
     dm::pool_table::PoolFeatures,
     glue::{
@@ -47,8 +47,6 @@ pub(crate) struct PoolState {
     pub(crate) low_water_blocks: u64,
     /// Data low-water event state.
     pub(crate) data_low_water: DataLowWater,
-    /// Metadata low-water event state.
-    pub(super) metadata_low_water: MetadataLowWater,
     /// Last table id handed out.
     pub(super) last_table_id: u64,
     /// Live (adjusted) features of the bound table.
@@ -69,8 +67,12 @@ pub(crate) struct PoolState {
     pub(super) waiting_for_reuse: bool,
     /// The pool's in-flight tracker (shared with [`PoolObj`]).
     pub(super) tracker: Arc<IoTracker>,
-    /// A data block lost its last reference in this transaction.
-    pub(super) freed_since_commit: bool,
+    /// The metadata's running count of freed data blocks
+    /// (`ThinMetadata::data_blocks_freed`) at the last commit or abort: a
+    /// commit that finds it grown made blocks free, by whatever operation
+    /// (an unmap, a replaced mapping, a delete, the metadata snapshot's
+    /// release).
+    pub(super) data_freed_at_commit: u64,
     /// Blocks freed before the last commit may be reused once this grace
     /// period ends (`None`: it has).
     pub(super) reuse_cookie: Option<GpCookie>,

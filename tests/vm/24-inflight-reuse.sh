@@ -12,7 +12,12 @@
 #   break+delete: a read of an origin block shared with a snapshot, a
 #                 whole-block write to it (breaking sharing), the snapshot
 #                 deleted (the old block's last reference), a commit, another
-#                 block written.
+#                 block written;
+#   release_snap: the read's block discarded while a metadata snapshot
+#                 holds it (nothing freed yet), a commit, the snapshot
+#                 released (the block's last reference: no unmap, discard or
+#                 delete frees it), a commit, a new thin whose first write
+#                 gets the block.
 . /rthin/tests/lib.sh
 
 READ_DELAY_MS=2000
@@ -36,10 +41,12 @@ slow_read() {
 	sleep 0.5
 }
 
+# setup [READ_MS]: the pool and thin 1, reads of its data device delayed by
+# READ_MS (default READ_DELAY_MS).
 setup() {
 	wipe /dev/ram0
 	run dmsetup create ifr-data --table \
-		"0 $(sectors /dev/ram1) delay /dev/ram1 0 $READ_DELAY_MS /dev/ram1 0 0"
+		"0 $(sectors /dev/ram1) delay /dev/ram1 0 ${1:-$READ_DELAY_MS} /dev/ram1 0 0"
 	# Four data blocks of 64 KiB.
 	openpool ifr-pool /dev/ram0 /dev/mapper/ifr-data 512
 	run dmsetup message ifr-pool 0 "create_thin 1"
@@ -82,6 +89,30 @@ break_then_delete() {
 	reallocate 3 "the read issued before the sharing broke returns the shared block's data"
 }
 
+release_snap_then_reuse() {
+	# Slower reads: the steps between the read and the reallocation are
+	# many (each message commits).
+	setup 6000
+	for v in 0 1 2 3; do blk $thin $v A; done
+	[ "$(data_used ifr-pool)" = 4 ] || fail "the pool should be full: $(info ifr-pool)"
+	info ifr-pool >/dev/null
+	run dmsetup message ifr-pool 0 reserve_metadata_snap
+	slow_read $thin 0 /tmp/ifr.old
+	run blkdiscard -o 0 -l $BLOCK $thin
+	info ifr-pool >/dev/null
+	[ "$(data_used ifr-pool)" = 4 ] || fail "the held snapshot keeps the block: $(info ifr-pool)"
+	run dmsetup message ifr-pool 0 release_metadata_snap
+	[ "$(data_used ifr-pool)" = 3 ] || fail "the release frees the block: $(info ifr-pool)"
+	run dmsetup message ifr-pool 0 "create_thin 2"
+	mkthin ifr-thin2 ifr-pool 2 4096
+	blk /dev/mapper/ifr-thin2 0 C
+	wait $reader || fail "the old read failed"
+	expect_blk /tmp/ifr.old A 0 "the read issued before the discard returns the block's old data"
+	run dd if=/dev/mapper/ifr-thin2 of=/tmp/ifr.new bs=$BLOCK count=1 iflag=direct 2>/dev/null
+	expect_blk /tmp/ifr.new C 0 "the new owner's block 0 holds its data"
+}
+
 for_each_impl discard_then_reuse
 for_each_impl break_then_delete
+for_each_impl release_snap_then_reuse
 impl_verdict

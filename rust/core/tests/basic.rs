@@ -617,7 +617,10 @@ fn delete_releases_runs_of_blocks_in_few_accesses() {
     }
     md.commit().unwrap();
     let before = accesses(&md, 0);
+    let freed = md.data_blocks_freed();
     md.delete(1).unwrap();
+    // What arms the reuse grace period counts the runs too.
+    assert_eq!(md.data_blocks_freed() - freed, n);
     let per_mapping = accesses(&md, before) as f64 / n as f64;
     println!("block accesses per mapping released by delete: {per_mapping:.3}");
     assert!(
@@ -674,4 +677,71 @@ fn delete_keeps_the_counts_of_shared_blocks() {
         );
     }
     assert_eq!(md.data_usage().free, 3 * n);
+}
+
+/// The running count of freed data blocks grows with every path that drops
+/// a block's last reference, releasing the metadata snapshot included, and
+/// not with one that leaves a reference (the held snapshot's); an abort does
+/// not lower it.
+#[test]
+fn data_blocks_freed_counts_every_free() {
+    let mut md = ThinMetadata::format(mem_store(1024), 128, 16).unwrap();
+    md.create_thin(1).unwrap();
+    for v in 0..4u64 {
+        let b = md.alloc_data_block().unwrap();
+        md.insert_mapping(1, v, b).unwrap();
+    }
+    md.commit().unwrap();
+    assert_eq!(md.data_blocks_freed(), 0);
+    md.reserve_metadata_snap().unwrap();
+    md.commit().unwrap();
+    assert!(md.remove_mapping(1, 0).unwrap());
+    assert_eq!(
+        md.data_blocks_freed(),
+        0,
+        "the snapshot still holds block 0"
+    );
+    md.commit().unwrap();
+    md.release_metadata_snap().unwrap();
+    assert_eq!(md.data_blocks_freed(), 1, "the release freed block 0");
+    md.commit().unwrap();
+    assert!(md.remove_mapping(1, 1).unwrap());
+    assert_eq!(md.data_blocks_freed(), 2);
+    md.abort().unwrap();
+    assert_eq!(md.data_blocks_freed(), 2);
+    md.delete(1).unwrap();
+    assert_eq!(md.data_blocks_freed(), 5);
+}
+
+/// The metadata low-water threshold is checked at every metadata
+/// allocation, whatever the operation: unmapping blocks (no message or new
+/// mapping) crosses it, and it fires once per downward crossing.
+#[test]
+fn metadata_low_water_at_every_allocation() {
+    let mut md = ThinMetadata::format(mem_store(1024), 128, 100_000).unwrap();
+    md.create_thin(1).unwrap();
+    for v in 0..20_000u64 {
+        let b = md.alloc_data_block().unwrap();
+        md.insert_mapping(1, v, b).unwrap();
+    }
+    md.commit().unwrap();
+    let free = md.metadata_usage().free;
+    md.set_metadata_low_water(free - 5);
+    assert!(!md.take_metadata_low_water());
+    // Unmapping one block in each of many leaves shadows each leaf.
+    for v in (0..20_000u64).step_by(200) {
+        assert!(md.remove_mapping(1, v).unwrap());
+    }
+    assert!(md.metadata_usage().free <= free - 5);
+    assert!(
+        md.take_metadata_low_water(),
+        "the unmaps crossed the threshold"
+    );
+    assert!(!md.take_metadata_low_water(), "once per crossing");
+    md.commit().unwrap();
+    assert!(md.metadata_usage().free > free - 5);
+    for v in (1..20_000u64).step_by(200) {
+        assert!(md.remove_mapping(1, v).unwrap());
+    }
+    assert!(md.take_metadata_low_water(), "again after rising above it");
 }

@@ -47,7 +47,8 @@
 //!
 //! Device ids fit the key (dm-thin's have 24 bits). Data blocks beyond 2^32
 //! (a pool of more than 256 TiB at 64 KiB blocks) and virtual blocks beyond
-//! 2^40 are simply never cached: their bios take the deferred path. The slot
+//! 2^40 are simply never cached: their bios take the deferred path (a
+//! mapping that moves to such a block drops the entry it had). The slot
 //! memory is the glue's; this module only reads and writes it.
 
 use core::sync::atomic::{fence, AtomicU64, Ordering};
@@ -273,9 +274,15 @@ impl<'a> MappingCache<'a> {
     /// generation `gen`, in the slot that holds it, else a free way of its
     /// set, else its preferred way (the entry there is dropped). Writers
     /// only, one at a time. Returns false, caching nothing, if the block
-    /// cannot be represented.
+    /// cannot be represented; an entry the block had is dropped then, as it
+    /// no longer answers as the metadata does (a copy-on-write moved the
+    /// block, and its old data block may be freed and reused).
     pub fn publish(&self, dev: u32, vblock: u64, m: CachedMapping, gen: u32) -> bool {
-        let (Some(key), Some(payload)) = (key_of(dev, vblock), entry_of(m, gen)) else {
+        let Some(key) = key_of(dev, vblock) else {
+            return false;
+        };
+        let Some(payload) = entry_of(m, gen) else {
+            self.invalidate(dev, vblock);
             return false;
         };
         let mut preferred = None;
@@ -524,6 +531,20 @@ pub mod selftest {
         ok && MappingCache::new(&odd).is_none() && MappingCache::new(&words[..3]).is_none()
     }
 
+    /// A publish that cannot store its mapping (a data block beyond 32
+    /// bits: a copy-on-write into a block of a pool over 256 TiB at 64 KiB
+    /// blocks) drops the entry the slot had, so the block's old mapping
+    /// no longer answers.
+    pub fn unstorable_publish_drops_old_entry() -> bool {
+        let words: [AtomicU64; 2 * SET_WORDS] = [const { AtomicU64::new(0) }; 2 * SET_WORDS];
+        let Some(c) = MappingCache::new(&words) else {
+            return false;
+        };
+        let mut ok = c.publish(1, 3, m(77, true), 0) && c.publish(1, 4, m(78, false), 0);
+        ok &= !c.publish(1, 3, m(1 << 33, false), 0);
+        ok && c.get(1, 3, 0).is_none() && c.get(1, 4, 0) == Some(m(78, false))
+    }
+
     /// One round of the writer in the concurrency scenarios: keys of two
     /// devices that collide in one small table, published, re-published
     /// shared, invalidated. The data block always encodes its key.
@@ -582,6 +603,11 @@ mod tests {
     #[test]
     fn ranges_and_limits() {
         assert!(selftest::ranges_and_limits());
+    }
+
+    #[test]
+    fn unstorable_publish_drops_old_entry() {
+        assert!(selftest::unstorable_publish_drops_old_entry());
     }
 
     /// A hundred small devices (32 blocks each, ids 10 to 1,000 as bench

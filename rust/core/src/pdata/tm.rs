@@ -28,6 +28,7 @@ use core::cell::Cell;
 use core::ops::{Deref, DerefMut};
 
 use crate::core_error::{CoreError, CoreResult};
+use crate::dm::events::MetadataLowWater;
 use crate::pdata::block_store::BlockStore;
 use crate::pdata::space_map::index::{IndexEntry, SmKind};
 use crate::pdata::space_map::root::SmRoot;
@@ -64,6 +65,14 @@ pub(crate) struct Tm<S: BlockStore, C: CacheMem = InlineCaches> {
     pub(crate) data_hint: u64,
     /// Metadata blocks allocated in this transaction.
     pub(crate) meta_new_blocks: u64,
+    /// Data blocks whose count fell to zero since the object was made, in
+    /// any transaction (an abort does not take it back): whoever hands
+    /// freed blocks out again compares it across a commit, whatever path
+    /// freed them.
+    pub(crate) data_blocks_freed: u64,
+    /// The metadata low-water threshold, checked at every metadata
+    /// allocation as dm-space-map-metadata checks its threshold.
+    pub(crate) meta_low_water: MetaThreshold,
     /// The caches, inline or on the heap.
     caches: C,
 }
@@ -163,6 +172,35 @@ impl DirtyIe {
     }
 }
 
+/// The metadata low-water threshold of the metadata space map: set by the
+/// pool, checked against the free count after each allocation, remembered
+/// until the pool asks ([`Self::take_crossed`]).
+#[derive(Default)]
+pub(crate) struct MetaThreshold {
+    threshold: Option<u64>,
+    edges: MetadataLowWater,
+    crossed: bool,
+}
+
+impl MetaThreshold {
+    /// Sets the threshold (free blocks at or below which it fires).
+    pub(crate) fn set(&mut self, threshold: u64) {
+        self.threshold = Some(threshold);
+    }
+
+    /// Records `free` metadata blocks after an allocation.
+    pub(crate) fn note(&mut self, free: u64) {
+        if let Some(t) = self.threshold {
+            self.crossed |= self.edges.check(free, t);
+        }
+    }
+
+    /// True (once) if an allocation crossed the threshold since the last call.
+    pub(crate) fn take_crossed(&mut self) -> bool {
+        core::mem::take(&mut self.crossed)
+    }
+}
+
 /// The index-entry cache's key of entry `i` of a map.
 fn ie_key(sm: SmKind, committed: bool, i: u64) -> u64 {
     (i << 2) | (u64::from(sm == SmKind::Data) << 1) | u64::from(committed)
@@ -183,6 +221,8 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
             meta_hint: 0,
             data_hint: 0,
             meta_new_blocks: 0,
+            data_blocks_freed: 0,
+            meta_low_water: MetaThreshold::default(),
             caches,
         };
         // The caches may come from an earlier use (`C` may be a `&mut
@@ -319,6 +359,22 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
     }
 
     /// Throws the current transaction away.
+    /// Metadata space as (total, free): the committed free count minus
+    /// this transaction's allocations, as dm-thin counts it (frees count
+    /// only once committed).
+    pub(crate) fn meta_space(&self) -> (u64, u64) {
+        let c = self.msm_c;
+        let (total, alloc) = if c.nr_blocks == 0 {
+            (self.msm.nr_blocks, self.msm.nr_allocated)
+        } else {
+            (
+                c.nr_blocks,
+                c.nr_allocated.saturating_add(self.meta_new_blocks),
+            )
+        };
+        (total, total.saturating_sub(alloc))
+    }
+
     pub(crate) fn rollback(&mut self) {
         self.msm = self.msm_c;
         self.dsm = self.dsm_c;

@@ -252,11 +252,6 @@ impl<'a> PoolMessage<'a> {
         }
     }
 
-    /// The pool commits (ignoring the result) before running this message.
-    pub fn commits_first(&self) -> bool {
-        matches!(self, Self::ReserveMetadataSnap)
-    }
-
     /// Writes the warning dm-thin logs when the metadata operation of this
     /// message fails (without the `device-mapper: thin: ` prefix). The
     /// metadata layer logs its own detail (e.g. `mismatched transaction id`).

@@ -92,8 +92,11 @@ pub enum DiscardAction {
 pub enum PreparedMappingAction {
     /// Insert the new mapping and issue the held bios.
     Insert,
-    /// Do not insert; error the held bios.
-    Error(IoError),
+    /// Do not insert; give the new block back and error the held bios.
+    Release(IoError),
+    /// Do not insert and leave the block alone (the metadata rolled back
+    /// since it was allocated, which freed it already); error the held bios.
+    Forget(IoError),
 }
 
 impl PoolModeState {
@@ -151,12 +154,27 @@ impl PoolModeState {
         }
     }
 
-    /// A provisioning/CoW finished copying or zeroing: insert it in WRITE and
-    /// OODS, otherwise error its bios with [`PoolModeState::pool_io_error`].
-    pub fn decide_prepared_mapping(&self) -> PreparedMappingAction {
+    /// A provisioning/CoW finished copying or zeroing (or failed to):
+    /// `rolled_back` if the metadata rolled back since its block was
+    /// allocated (the block is free already: leave it), else if not
+    /// `filled` (the block got no data) give the block back, else insert it
+    /// in WRITE and OODS; otherwise error its bios with
+    /// [`PoolModeState::pool_io_error`].
+    pub fn decide_prepared_mapping(
+        &self,
+        filled: bool,
+        rolled_back: bool,
+    ) -> PreparedMappingAction {
+        // The rollback first: it freed the block whatever the fill did.
+        if rolled_back {
+            return PreparedMappingAction::Forget(self.pool_io_error());
+        }
+        if !filled {
+            return PreparedMappingAction::Release(IoError::Io);
+        }
         match self.mode {
             PoolMode::Write | PoolMode::OutOfDataSpace => PreparedMappingAction::Insert,
-            _ => PreparedMappingAction::Error(self.pool_io_error()),
+            _ => PreparedMappingAction::Release(self.pool_io_error()),
         }
     }
 

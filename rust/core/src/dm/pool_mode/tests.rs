@@ -104,8 +104,8 @@ fn quirk9_enospc_survives_move_to_read_only() {
     assert_eq!(c.error_retry_lists, Some(IoError::NoSpace));
     assert_eq!(s.pool_io_error(), IoError::NoSpace);
     assert_eq!(
-        s.decide_prepared_mapping(),
-        PreparedMappingAction::Error(IoError::NoSpace)
+        s.decide_prepared_mapping(true, false),
+        PreparedMappingAction::Release(IoError::NoSpace)
     );
     // Unserviceable bios in RO still get EIO.
     assert_eq!(s.unserviceable(), BioAction::Error(IoError::Io));
@@ -202,8 +202,8 @@ fn read_only_path_decisions() {
         assert_eq!(s.decide_discard(WorkItem::Bio), DiscardAction::Ignore);
         assert_eq!(s.decide_prepared_discard(), DiscardAction::Ignore);
         assert_eq!(
-            s.decide_prepared_mapping(),
-            PreparedMappingAction::Error(IoError::Io)
+            s.decide_prepared_mapping(true, false),
+            PreparedMappingAction::Release(IoError::Io)
         );
     }
 }
@@ -263,4 +263,30 @@ fn timeout_zero_and_rebind_reset_policy() {
 fn io_error_errno() {
     assert_eq!(IoError::Io.errno(), 5);
     assert_eq!(IoError::NoSpace.errno(), 28);
+}
+
+/// A provision ending after the metadata rolled back leaves its block alone
+/// whether or not its fill succeeded: the rollback freed the block, and
+/// giving it back again would fail a second metadata operation (or free a
+/// block that is someone else's by then). Otherwise a failed fill gives the
+/// block back, and a filled block is mapped in the modes that allow it.
+#[test]
+fn prepared_mapping_after_rollback_or_failed_fill() {
+    let s = fresh(false, false);
+    assert_eq!(
+        s.decide_prepared_mapping(true, false),
+        PreparedMappingAction::Insert
+    );
+    assert_eq!(
+        s.decide_prepared_mapping(false, false),
+        PreparedMappingAction::Release(IoError::Io)
+    );
+    assert_eq!(
+        s.decide_prepared_mapping(true, true),
+        PreparedMappingAction::Forget(IoError::Io)
+    );
+    assert_eq!(
+        s.decide_prepared_mapping(false, true),
+        PreparedMappingAction::Forget(IoError::Io)
+    );
 }

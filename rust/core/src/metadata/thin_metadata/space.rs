@@ -33,6 +33,15 @@ impl<S: BlockStore, C: CacheMem> ThinMetadata<S, C> {
         self.tm.sm_dec(SmKind::Data, b).map(|_| ())
     }
 
+    /// How many times a data block's count fell to zero since the metadata
+    /// was opened, in any transaction and by any operation (unmaps,
+    /// replaced mappings, deletes, releasing the metadata snapshot, blocks
+    /// given back): a running count that aborts do not lower, so a change
+    /// across a commit means that commit made blocks free.
+    pub fn data_blocks_freed(&self) -> u64 {
+        self.tm.data_blocks_freed
+    }
+
     /// Reference count of a metadata block.
     pub fn metadata_block_count(&self, b: u64) -> CoreResult<u32> {
         self.tm.sm_count(SmKind::Meta, false, b)
@@ -50,19 +59,23 @@ impl<S: BlockStore, C: CacheMem> ThinMetadata<S, C> {
     /// Metadata space usage (committed free count minus this transaction's
     /// allocations, as dm-thin reports it).
     pub fn metadata_usage(&self) -> SpaceUsage {
-        let c = self.tm.msm_c;
-        let (total, alloc) = if c.nr_blocks == 0 {
-            (self.tm.msm.nr_blocks, self.tm.msm.nr_allocated)
-        } else {
-            (
-                c.nr_blocks,
-                c.nr_allocated.saturating_add(self.tm.meta_new_blocks),
-            )
-        };
-        SpaceUsage {
-            total,
-            free: total.saturating_sub(alloc),
-        }
+        let (total, free) = self.tm.meta_space();
+        SpaceUsage { total, free }
+    }
+
+    /// Sets the metadata low-water threshold: free metadata blocks at or
+    /// below which the pool sends an event. Checked after every metadata
+    /// allocation, whatever the operation (a message, a mapping, an unmap,
+    /// a commit, a resize), as dm-thin's metadata space map checks it.
+    pub fn set_metadata_low_water(&mut self, threshold: u64) {
+        self.tm.meta_low_water.set(threshold);
+    }
+
+    /// True (once) if a metadata allocation crossed the low-water threshold
+    /// downwards since the last call (edge-triggered: it fires again once
+    /// free space rose above the threshold and fell back).
+    pub fn take_metadata_low_water(&mut self) -> bool {
+        self.tm.meta_low_water.take_crossed()
     }
 
     /// Number of metadata blocks with a non-zero count (current transaction).

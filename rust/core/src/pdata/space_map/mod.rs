@@ -428,6 +428,9 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
                     .nr_allocated
                     .checked_sub(1)
                     .ok_or(corrupt(Corruption::SpaceMap))?;
+                if sm == SmKind::Data {
+                    self.data_blocks_freed = self.data_blocks_freed.wrapping_add(1);
+                }
             }
             self.set_index_entry(sm, i, ie)?;
         }
@@ -520,6 +523,7 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
                 .nr_allocated
                 .checked_sub(u64::from(freed))
                 .ok_or(corrupt(Corruption::SpaceMap))?;
+            self.data_blocks_freed = self.data_blocks_freed.wrapping_add(u64::from(freed));
             self.set_index_entry(SmKind::Data, i, ie)?;
         }
         Ok(())
@@ -539,6 +543,8 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
         self.meta_hint = b.saturating_add(1);
         self.meta_new_blocks = self.meta_new_blocks.saturating_add(1);
         self.note_new(b);
+        let (_, free) = self.meta_space();
+        self.meta_low_water.note(free);
         Ok(b)
     }
 
