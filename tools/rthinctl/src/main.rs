@@ -406,6 +406,32 @@ struct StatusArgs {
     /// --check: metadata critical threshold (default: --crit).
     #[arg(long, value_name = "PCT")]
     meta_crit: Option<f64>,
+    /// --check: warn when a pool's free data space is below SIZE (bytes,
+    /// or with an lvs unit: 10g; upper case: powers of 1000).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    warn_free: Option<u64>,
+    /// --check: critical when a pool's free data space is below SIZE.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    crit_free: Option<u64>,
+    /// --check: perfdata labels start with LABEL_ instead of the pool's
+    /// name (one POOL only).
+    #[arg(long, value_name = "LABEL", requires = "check")]
+    label: Option<String>,
+    /// --check: perfdata for each thin too (LABEL_THIN_mapped, in bytes).
+    #[arg(long, requires = "check")]
+    thin_perfdata: bool,
+    /// Print the pools' and their thins' figures in Prometheus's text
+    /// format (for node_exporter's textfile collector).
+    #[arg(long, conflicts_with = "check")]
+    prometheus: bool,
+}
+
+/// A size: bytes, or a number with an lvs unit (`10g`, `1.5T`).
+fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    view::number(s)
+        .filter(|x| x.is_finite() && *x >= 0.0)
+        .map(|x| x as u64)
+        .ok_or_else(|| format!("invalid size {s:?}: bytes, or a number with a unit: 512m, 10g"))
 }
 
 #[derive(Subcommand, Debug)]
@@ -489,6 +515,7 @@ fn check_globals(cmd: &Cmd, m: &clap::ArgMatches) -> Result<()> {
     let name = name.join(" ");
     let ok = match cmd {
         Cmd::Status(a) if a.check => &["json"][..],
+        Cmd::Status(a) if a.prometheus => &[][..],
         _ => honoured_by(&name),
     };
     let given = |id: &str| {
@@ -602,6 +629,21 @@ fn ready(cmd: &Cmd) -> Result<Ready> {
         }
         Cmd::Status(a) => {
             validate_thresholds(a)?;
+            if a.label.is_some() && a.devs.len() != 1 {
+                return Err(Error::usage(
+                    "--label names the perfdata of one pool: give exactly one POOL",
+                ));
+            }
+            for (given, flag) in [
+                (a.warn_free.is_some(), "--warn-free"),
+                (a.crit_free.is_some(), "--crit-free"),
+            ] {
+                if given && !a.check {
+                    return Err(Error::usage(format!(
+                        "{flag} has a meaning only with --check"
+                    )));
+                }
+            }
             Ready::Other
         }
         _ => Ready::Other,
@@ -632,6 +674,13 @@ fn validate_thresholds(a: &StatusArgs) -> Result<()> {
         return Err(Error::usage(format!(
             "metadata warning threshold {mw} is above the critical one {mc}"
         )));
+    }
+    if let (Some(w), Some(c)) = (a.warn_free, a.crit_free) {
+        if w < c {
+            return Err(Error::usage(format!(
+                "--warn-free {w} is below --crit-free {c}: warn first, while more space is free"
+            )));
+        }
     }
     Ok(())
 }
@@ -735,6 +784,7 @@ fn run(cli: Cli, m: &clap::ArgMatches) -> Result<i32> {
             ops::create_snap(&ctx, t, &pool, id, origin, no_suspend, &guard)
         }
         (_, Ready::Delete(pool, id, guard)) => ops::delete(&ctx, t, &pool, id, &guard),
+        (Cmd::Status(a), _) if a.prometheus => ops::prometheus(t, &a.devs),
         (Cmd::Status(a), _) => ops::status(&ctx, t, &a.devs),
         (Cmd::Ls { pool, .. }, _) => ops::ls(&ctx, t, pool.as_deref()),
         (Cmd::Watch(a), _) => watch::watch(&ctx, t, &a),
