@@ -850,16 +850,71 @@ fn generate_docs(dir: &std::path::Path) -> std::io::Result<()> {
     let mut visible = visible_only(&cmd, "", &globals);
     for sh in [Shell::Bash, Shell::Zsh, Shell::Fish] {
         let path = clap_complete::generate_to(sh, &mut visible, "rthinctl", &comp)?;
-        let names = match sh {
-            Shell::Bash => BASH_NAMES,
-            Shell::Fish => FISH_NAMES,
-            _ => continue,
-        };
-        let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
-        f.write_all(names.as_bytes())?;
+        match sh {
+            Shell::Bash | Shell::Fish => {
+                let names = if sh == Shell::Bash {
+                    BASH_NAMES
+                } else {
+                    FISH_NAMES
+                };
+                let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
+                f.write_all(names.as_bytes())?;
+            }
+            Shell::Zsh => {
+                let text = std::fs::read_to_string(&path)?;
+                std::fs::write(&path, zsh_with_names(&text))?;
+            }
+            _ => {}
+        }
     }
     Ok(())
 }
+
+/// Zsh: clap's specs complete a POOL or DEV argument with `_default`
+/// (file names); they get pool (and, for status, thin) names from
+/// device-mapper instead, from functions put before the script's end.
+fn zsh_with_names(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let names = if line.starts_with("'*::devs -- ") {
+            Some("_rthinctl_devs")
+        } else if line.starts_with("':pool -- ")
+            || line.starts_with("'::pool -- ")
+            || line.starts_with("'*::pools -- ")
+            || line.starts_with("'--live=[")
+        {
+            Some("_rthinctl_pools")
+        } else {
+            None
+        };
+        match names {
+            Some(f) => out.push_str(&line.replacen(":_default'", &format!(":{f}'"), 1)),
+            None if line.starts_with("if [ \"$funcstack[1]\" = \"_rthinctl\" ]") => {
+                out.push_str(ZSH_NAMES);
+                out.push_str(line);
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Zsh: the name functions [`zsh_with_names`] points the specs at.
+const ZSH_NAMES: &str = r#"# Pool and thin names from device-mapper (added by rthinctl).
+_rthinctl_dm_names() {
+    local t
+    local -a names
+    for t in "$@"; do
+        names+=(${${(f)"$(dmsetup ls --target $t 2>/dev/null)"}%%[[:space:]]*})
+    done
+    names=(${names:#No})
+    compadd -a names
+}
+_rthinctl_pools() { _rthinctl_dm_names thin-pool rthin-pool }
+_rthinctl_devs() { _rthinctl_dm_names thin-pool rthin-pool thin rthin }
+
+"#;
 
 /// `c` and its subcommands without the implicit `help` subcommand.
 fn without_help_subcommand(c: clap::Command) -> clap::Command {
@@ -977,7 +1032,7 @@ function __rthinctl_dm_names
 end
 complete -c rthinctl -n "__fish_seen_subcommand_from ls watch create-thin create-snap delete set-transaction-id message reserve release show" -f -a "(__rthinctl_dm_names thin-pool rthin-pool)"
 complete -c rthinctl -n "__fish_seen_subcommand_from status" -f -a "(__rthinctl_dm_names thin-pool rthin-pool thin rthin)"
-complete -c rthinctl -l live -f -a "(__rthinctl_dm_names thin-pool rthin-pool)"
+complete -c rthinctl -l live -x -a "(__rthinctl_dm_names thin-pool rthin-pool)"
 "#;
 
 /// Whether the command line asks for `status --check` (whose every failure,
@@ -1189,6 +1244,17 @@ mod tests {
         let dump = bash.find("rthinctl__subcmd__meta__subcmd__dump)").unwrap();
         let opts = bash[dump..].lines().nth(1).unwrap();
         assert_eq!(opts.trim(), r#"opts="-m -h --metadata-snap --help""#);
+        let zsh = std::fs::read_to_string(comp.join("_rthinctl")).unwrap();
+        assert!(
+            zsh.contains("':pool -- The pool:_rthinctl_pools'"),
+            "zsh: no pool names"
+        );
+        assert!(
+            zsh.contains(":_rthinctl_devs'"),
+            "zsh: no device names for status"
+        );
+        let defined = zsh.find("_rthinctl_pools() {").unwrap();
+        assert!(defined < zsh.rfind("if [ \"$funcstack[1]\"").unwrap());
         let fish = std::fs::read_to_string(comp.join("rthinctl.fish")).unwrap();
         assert!(fish.contains("__rthinctl_dm_names thin-pool rthin-pool"));
         let _ = std::fs::remove_dir_all(&dir);
