@@ -51,9 +51,9 @@ pub struct FileStore {
 /// and one 256 KiB read costs about what one 4 KiB read does (O_DIRECT on
 /// a block device has no page cache to read ahead for it).
 const CHUNK_BLOCKS: u64 = 64;
-/// Chunks kept: 16 MiB, enough for the upper levels of every tree and the
-/// space-map bitmaps while the leaves stream past.
-const CACHED_CHUNKS: usize = 64;
+/// Chunks kept: 4 MiB, enough for the upper levels of every tree and the
+/// space-map bitmaps while the leaves stream past (16 MiB doubled thin_dump 1.x's memory).
+const CACHED_CHUNKS: usize = 16;
 
 /// Chunks of the device by chunk number, the oldest dropped first. Each
 /// buffer holds the chunk at offset `start`, aligned for O_DIRECT.
