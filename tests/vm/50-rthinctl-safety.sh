@@ -124,8 +124,13 @@ expect_rc 2 "needs a thin id" rthinctl create-thin nosuchpool
 modprobe dm-thin-pool
 wipe $meta
 run dmsetup create kpool --table "0 $(sectors $data) thin-pool $meta $data 128 0"
-expect_rc 0 "| data=0.00%;80;95;0;100 metadata=" rthinctl status --check
+expect_rc 0 "| kpool_data=0.00%;80;95;0;100 kpool_metadata=" rthinctl status --check
 case $out in "OK: 1 thin pool healthy (kpool data 0.00% metadata "*) ;; *) fail "OK line: $out" ;; esac
+expect_rc 0 " kpool_data_free=" rthinctl status --check
+expect_rc 0 "| db_data=0.00%;" rthinctl status --check --label db kpool
+expect_rc 3 "exactly one POOL" rthinctl status --check --label db
+expect_rc 0 "rthin_pool_data_size_bytes{pool=\"kpool\",target=\"thin-pool\"} " rthinctl status --prometheus
+expect_rc 2 "CRITICAL: kpool: data free" rthinctl status --check --crit-free 1000P
 expect_rc 2 "has no meaning for meta dump" rthinctl --json meta dump $meta
 expect_rc 0 "rthinctl " rthinctl -V
 run dmsetup remove kpool

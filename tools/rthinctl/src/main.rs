@@ -406,6 +406,32 @@ struct StatusArgs {
     /// --check: metadata critical threshold (default: --crit).
     #[arg(long, value_name = "PCT")]
     meta_crit: Option<f64>,
+    /// --check: warn when a pool's free data space is below SIZE (bytes,
+    /// or with an lvs unit: 10g; upper case: powers of 1000).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    warn_free: Option<u64>,
+    /// --check: critical when a pool's free data space is below SIZE.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    crit_free: Option<u64>,
+    /// --check: perfdata labels start with LABEL_ instead of the pool's
+    /// name (one POOL only).
+    #[arg(long, value_name = "LABEL", requires = "check")]
+    label: Option<String>,
+    /// --check: perfdata for each thin too (LABEL_THIN_mapped, in bytes).
+    #[arg(long, requires = "check")]
+    thin_perfdata: bool,
+    /// Print the pools' and their thins' figures in Prometheus's text
+    /// format (for node_exporter's textfile collector).
+    #[arg(long, conflicts_with = "check")]
+    prometheus: bool,
+}
+
+/// A size: bytes, or a number with an lvs unit (`10g`, `1.5T`).
+fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    view::number(s)
+        .filter(|x| x.is_finite() && *x >= 0.0)
+        .map(|x| x as u64)
+        .ok_or_else(|| format!("invalid size {s:?}: bytes, or a number with a unit: 512m, 10g"))
 }
 
 #[derive(Subcommand, Debug)]
@@ -489,6 +515,7 @@ fn check_globals(cmd: &Cmd, m: &clap::ArgMatches) -> Result<()> {
     let name = name.join(" ");
     let ok = match cmd {
         Cmd::Status(a) if a.check => &["json"][..],
+        Cmd::Status(a) if a.prometheus => &[][..],
         _ => honoured_by(&name),
     };
     let given = |id: &str| {
@@ -602,6 +629,21 @@ fn ready(cmd: &Cmd) -> Result<Ready> {
         }
         Cmd::Status(a) => {
             validate_thresholds(a)?;
+            if a.label.is_some() && a.devs.len() != 1 {
+                return Err(Error::usage(
+                    "--label names the perfdata of one pool: give exactly one POOL",
+                ));
+            }
+            for (given, flag) in [
+                (a.warn_free.is_some(), "--warn-free"),
+                (a.crit_free.is_some(), "--crit-free"),
+            ] {
+                if given && !a.check {
+                    return Err(Error::usage(format!(
+                        "{flag} has a meaning only with --check"
+                    )));
+                }
+            }
             Ready::Other
         }
         _ => Ready::Other,
@@ -632,6 +674,13 @@ fn validate_thresholds(a: &StatusArgs) -> Result<()> {
         return Err(Error::usage(format!(
             "metadata warning threshold {mw} is above the critical one {mc}"
         )));
+    }
+    if let (Some(w), Some(c)) = (a.warn_free, a.crit_free) {
+        if w < c {
+            return Err(Error::usage(format!(
+                "--warn-free {w} is below --crit-free {c}: warn first, while more space is free"
+            )));
+        }
     }
     Ok(())
 }
@@ -735,6 +784,7 @@ fn run(cli: Cli, m: &clap::ArgMatches) -> Result<i32> {
             ops::create_snap(&ctx, t, &pool, id, origin, no_suspend, &guard)
         }
         (_, Ready::Delete(pool, id, guard)) => ops::delete(&ctx, t, &pool, id, &guard),
+        (Cmd::Status(a), _) if a.prometheus => ops::prometheus(t, &a.devs),
         (Cmd::Status(a), _) => ops::status(&ctx, t, &a.devs),
         (Cmd::Ls { pool, .. }, _) => ops::ls(&ctx, t, pool.as_deref()),
         (Cmd::Watch(a), _) => watch::watch(&ctx, t, &a),
@@ -800,16 +850,71 @@ fn generate_docs(dir: &std::path::Path) -> std::io::Result<()> {
     let mut visible = visible_only(&cmd, "", &globals);
     for sh in [Shell::Bash, Shell::Zsh, Shell::Fish] {
         let path = clap_complete::generate_to(sh, &mut visible, "rthinctl", &comp)?;
-        let names = match sh {
-            Shell::Bash => BASH_NAMES,
-            Shell::Fish => FISH_NAMES,
-            _ => continue,
-        };
-        let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
-        f.write_all(names.as_bytes())?;
+        match sh {
+            Shell::Bash | Shell::Fish => {
+                let names = if sh == Shell::Bash {
+                    BASH_NAMES
+                } else {
+                    FISH_NAMES
+                };
+                let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
+                f.write_all(names.as_bytes())?;
+            }
+            Shell::Zsh => {
+                let text = std::fs::read_to_string(&path)?;
+                std::fs::write(&path, zsh_with_names(&text))?;
+            }
+            _ => {}
+        }
     }
     Ok(())
 }
+
+/// Zsh: clap's specs complete a POOL or DEV argument with `_default`
+/// (file names); they get pool (and, for status, thin) names from
+/// device-mapper instead, from functions put before the script's end.
+fn zsh_with_names(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let names = if line.starts_with("'*::devs -- ") {
+            Some("_rthinctl_devs")
+        } else if line.starts_with("':pool -- ")
+            || line.starts_with("'::pool -- ")
+            || line.starts_with("'*::pools -- ")
+            || line.starts_with("'--live=[")
+        {
+            Some("_rthinctl_pools")
+        } else {
+            None
+        };
+        match names {
+            Some(f) => out.push_str(&line.replacen(":_default'", &format!(":{f}'"), 1)),
+            None if line.starts_with("if [ \"$funcstack[1]\" = \"_rthinctl\" ]") => {
+                out.push_str(ZSH_NAMES);
+                out.push_str(line);
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Zsh: the name functions [`zsh_with_names`] points the specs at.
+const ZSH_NAMES: &str = r#"# Pool and thin names from device-mapper (added by rthinctl).
+_rthinctl_dm_names() {
+    local t
+    local -a names
+    for t in "$@"; do
+        names+=(${${(f)"$(dmsetup ls --target $t 2>/dev/null)"}%%[[:space:]]*})
+    done
+    names=(${names:#No})
+    compadd -a names
+}
+_rthinctl_pools() { _rthinctl_dm_names thin-pool rthin-pool }
+_rthinctl_devs() { _rthinctl_dm_names thin-pool rthin-pool thin rthin }
+
+"#;
 
 /// `c` and its subcommands without the implicit `help` subcommand.
 fn without_help_subcommand(c: clap::Command) -> clap::Command {
@@ -927,7 +1032,7 @@ function __rthinctl_dm_names
 end
 complete -c rthinctl -n "__fish_seen_subcommand_from ls watch create-thin create-snap delete set-transaction-id message reserve release show" -f -a "(__rthinctl_dm_names thin-pool rthin-pool)"
 complete -c rthinctl -n "__fish_seen_subcommand_from status" -f -a "(__rthinctl_dm_names thin-pool rthin-pool thin rthin)"
-complete -c rthinctl -l live -f -a "(__rthinctl_dm_names thin-pool rthin-pool)"
+complete -c rthinctl -l live -x -a "(__rthinctl_dm_names thin-pool rthin-pool)"
 "#;
 
 /// Whether the command line asks for `status --check` (whose every failure,
@@ -1139,6 +1244,17 @@ mod tests {
         let dump = bash.find("rthinctl__subcmd__meta__subcmd__dump)").unwrap();
         let opts = bash[dump..].lines().nth(1).unwrap();
         assert_eq!(opts.trim(), r#"opts="-m -h --metadata-snap --help""#);
+        let zsh = std::fs::read_to_string(comp.join("_rthinctl")).unwrap();
+        assert!(
+            zsh.contains("':pool -- The pool:_rthinctl_pools'"),
+            "zsh: no pool names"
+        );
+        assert!(
+            zsh.contains(":_rthinctl_devs'"),
+            "zsh: no device names for status"
+        );
+        let defined = zsh.find("_rthinctl_pools() {").unwrap();
+        assert!(defined < zsh.rfind("if [ \"$funcstack[1]\"").unwrap());
         let fish = std::fs::read_to_string(comp.join("rthinctl.fish")).unwrap();
         assert!(fish.contains("__rthinctl_dm_names thin-pool rthin-pool"));
         let _ = std::fs::remove_dir_all(&dir);

@@ -164,6 +164,23 @@ fn json_report(scan: &Scan, pools: &[&Pool], thins: &[&Thin]) -> JReport {
 }
 
 /// `status`.
+/// `status --prometheus`: the selected pools (all by default) and their
+/// thins in Prometheus's text format.
+pub fn prometheus(t: &dyn Transport, devs: &[String]) -> Result<i32> {
+    let scan = scan_all(t)?;
+    let (pools, _) = select(&scan, devs)?;
+    let with_thins: Vec<(&Pool, Vec<&Thin>)> = pools
+        .iter()
+        .map(|p| (*p, report::thins_of(&scan, p)))
+        .collect();
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(report::prometheus(&with_thins).as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(crate::io_error)?;
+    Ok(exit::OK)
+}
+
 pub fn status(ctx: &Ctx, t: &dyn Transport, devs: &[String]) -> Result<i32> {
     let scan = scan_all(t)?;
     let (pools, thins) = select(&scan, devs)?;
@@ -223,30 +240,6 @@ pub fn ls(ctx: &Ctx, t: &dyn Transport, pool: Option<&str>) -> Result<i32> {
 /// Nagios/Icinga performance data: ` | data=82.10%;80;95;0;100
 /// metadata=...` (labels prefixed with the pool's name when there are
 /// several pools).
-fn perfdata(perf: &[(String, Option<f64>, Option<f64>)], th: &Thresholds) -> String {
-    let mut v = Vec::new();
-    for (n, d, m) in perf {
-        let pre = if perf.len() == 1 {
-            String::new()
-        } else {
-            format!("{n}_")
-        };
-        for (what, x, w, c) in [
-            ("data", d, th.data_warn, th.data_crit),
-            ("metadata", m, th.meta_warn, th.meta_crit),
-        ] {
-            if let Some(x) = x {
-                v.push(format!("{pre}{what}={x:.2}%;{w};{c};0;100"));
-            }
-        }
-    }
-    if v.is_empty() {
-        String::new()
-    } else {
-        format!(" | {}", v.join(" "))
-    }
-}
-
 /// `status --check`: never fails; problems reading state are UNKNOWN.
 pub fn status_check(ctx: &Ctx, a: &StatusArgs) -> i32 {
     let th = Thresholds {
@@ -254,8 +247,12 @@ pub fn status_check(ctx: &Ctx, a: &StatusArgs) -> i32 {
         data_crit: a.crit,
         meta_warn: a.meta_warn.unwrap_or(a.warn),
         meta_crit: a.meta_crit.unwrap_or(a.crit),
+        data_free_warn: a.warn_free,
+        data_free_crit: a.crit_free,
     };
+    // (figures of the working pools, their perfdata)
     let mut perf: Vec<(String, Option<f64>, Option<f64>)> = Vec::new();
+    let mut perfdata = String::new();
     let result = (|| -> Result<Vec<(Level, String)>> {
         let t = open()?;
         let scan = scan_all(&t)?;
@@ -269,6 +266,11 @@ pub fn status_check(ctx: &Ctx, a: &StatusArgs) -> i32 {
                 ));
             }
         }
+        let with_thins: Vec<(&Pool, Vec<&Thin>)> = pools
+            .iter()
+            .map(|p| (*p, report::thins_of(&scan, p)))
+            .collect();
+        perfdata = report::perfdata(&with_thins, a.label.as_deref(), a.thin_perfdata, &th);
         let mut v = Vec::new();
         if pools.is_empty() && thins.is_empty() {
             v.push((Level::Unknown, "no thin pools are active".to_string()));
@@ -338,7 +340,7 @@ pub fn status_check(ctx: &Ctx, a: &StatusArgs) -> i32 {
             perf.len(),
             if perf.len() == 1 { "" } else { "s" },
             figs.join(", "),
-            perfdata(&perf, &th)
+            perfdata
         );
     } else {
         let mut sorted = lines.clone();
@@ -353,12 +355,7 @@ pub fn status_check(ctx: &Ctx, a: &StatusArgs) -> i32 {
                 }
             })
             .collect();
-        println!(
-            "{}: {}{}",
-            level.name(),
-            summary.join("; "),
-            perfdata(&perf, &th)
-        );
+        println!("{}: {}{}", level.name(), summary.join("; "), perfdata);
     }
     code
 }

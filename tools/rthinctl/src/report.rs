@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::dm::lv_name;
 use crate::model::{Pool, Scan, Thin};
-use crate::status::{PoolModeWord, PoolStatus, ThinStatus};
+use crate::status::{PoolModeWord, PoolStatus, PoolUsage, ThinStatus};
 use crate::units::{round_percent, Pct, Units};
 use crate::view::{Col, View};
 
@@ -618,6 +618,10 @@ pub struct Thresholds {
     pub meta_warn: f64,
     /// Metadata use critical.
     pub meta_crit: f64,
+    /// Free data space warning, in bytes (absolute; None: none).
+    pub data_free_warn: Option<u64>,
+    /// Free data space critical, in bytes.
+    pub data_free_crit: Option<u64>,
 }
 
 /// Evaluates one pool (and its thins) for `status --check`.
@@ -671,6 +675,22 @@ pub fn check_pool(p: &Pool, thins: &[&Thin], th: &Thresholds) -> Vec<(Level, Str
             pct("data", u.data_used, u.data_total, th.data_warn, th.data_crit);
             pct("metadata", u.meta_used, u.meta_total, th.meta_warn, th.meta_crit);
             let data_free = u.data_total.saturating_sub(u.data_used);
+            if let Some(free) = data_free_bytes(p) {
+                let under = |limit: Option<u64>| limit.is_some_and(|l| free < l);
+                let level = if under(th.data_free_crit) {
+                    Some((Level::Crit, th.data_free_crit))
+                } else if under(th.data_free_warn) {
+                    Some((Level::Warn, th.data_free_warn))
+                } else {
+                    None
+                };
+                if let Some((level, Some(limit))) = level {
+                    v.push((
+                        level,
+                        format!("{n}: data free {free} bytes, below {limit} bytes"),
+                    ));
+                }
+            }
             if let Ok(t) = &p.table {
                 if t.low_water_blocks > 0 && data_free <= t.low_water_blocks {
                     v.push((
@@ -707,6 +727,195 @@ pub fn check_pool(p: &Pool, thins: &[&Thin], th: &Thresholds) -> Vec<(Level, Str
         }
     }
     v
+}
+
+/// The pool's data block size in bytes, from its table.
+fn block_bytes(p: &Pool) -> Option<u64> {
+    p.table
+        .as_ref()
+        .ok()
+        .map(|t| u64::from(t.block_size_sectors) * 512)
+}
+
+/// Free data space of a working pool, in bytes.
+pub fn data_free_bytes(p: &Pool) -> Option<u64> {
+    let Ok(PoolStatus::Working(u)) = &p.status else {
+        return None;
+    };
+    block_bytes(p).map(|b| u.data_total.saturating_sub(u.data_used).saturating_mul(b))
+}
+
+/// Nagios perfdata for `status --check`: each pool's data and metadata use
+/// and free data bytes under `LABEL_` (the pool's name unless `label`
+/// replaces it: the same labels whether one pool or many are checked),
+/// and with `thins` each thin's mapped bytes under `LABEL_THIN_mapped`.
+pub fn perfdata(
+    pools: &[(&Pool, Vec<&Thin>)],
+    label: Option<&str>,
+    thins: bool,
+    th: &Thresholds,
+) -> String {
+    let quote = |l: String| {
+        if l.contains([' ', '=', '\'']) {
+            format!("'{}'", l.replace('\'', "''"))
+        } else {
+            l
+        }
+    };
+    let mut v = Vec::new();
+    for (p, ts) in pools {
+        let Ok(PoolStatus::Working(u)) = &p.status else {
+            continue;
+        };
+        let pre = label.unwrap_or(&p.name);
+        for (what, used, total, w, c) in [
+            (
+                "data",
+                u.data_used,
+                u.data_total,
+                th.data_warn,
+                th.data_crit,
+            ),
+            (
+                "metadata",
+                u.meta_used,
+                u.meta_total,
+                th.meta_warn,
+                th.meta_crit,
+            ),
+        ] {
+            if let Some(x) = round_percent(used, total) {
+                v.push(format!(
+                    "{}={x:.2}%;{w};{c};0;100",
+                    quote(format!("{pre}_{what}"))
+                ));
+            }
+        }
+        if let (Some(free), Some(b)) = (data_free_bytes(p), block_bytes(p)) {
+            let lim = |l: Option<u64>| l.map_or(String::new(), |l| format!("{l}:"));
+            v.push(format!(
+                "{}={free}B;{};{};0;{}",
+                quote(format!("{pre}_data_free")),
+                lim(th.data_free_warn),
+                lim(th.data_free_crit),
+                u.data_total.saturating_mul(b)
+            ));
+        }
+        if thins {
+            for t in ts {
+                if let Ok(ThinStatus::Working { mapped_sectors, .. }) = &t.status {
+                    v.push(format!(
+                        "{}={}B;;;0;{}",
+                        quote(format!("{pre}_{}_mapped", t.name)),
+                        mapped_sectors.saturating_mul(512),
+                        t.length.saturating_mul(512)
+                    ));
+                }
+            }
+        }
+    }
+    if v.is_empty() {
+        String::new()
+    } else {
+        format!(" | {}", v.join(" "))
+    }
+}
+
+/// The pools and their thins in Prometheus's text format, as
+/// node_exporter's textfile collector reads it: gauges named
+/// `rthin_pool_*` (labels pool, target) and `rthin_thin_*` (pool, thin).
+pub fn prometheus(pools: &[(&Pool, Vec<&Thin>)]) -> String {
+    fn esc(s: &str) -> String {
+        s.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    }
+    type PoolFig = fn(&Pool, &PoolUsage) -> Option<u64>;
+    let pool_metrics: [(&str, &str, PoolFig); 9] = [
+        ("data_used_bytes", "Data space in use.", |p, u| {
+            block_bytes(p).map(|b| u.data_used.saturating_mul(b))
+        }),
+        ("data_size_bytes", "Data space.", |p, u| {
+            block_bytes(p).map(|b| u.data_total.saturating_mul(b))
+        }),
+        ("metadata_used_bytes", "Metadata space in use.", |_, u| {
+            Some(u.meta_used.saturating_mul(4096))
+        }),
+        ("metadata_size_bytes", "Metadata space.", |_, u| {
+            Some(u.meta_total.saturating_mul(4096))
+        }),
+        ("transaction_id", "Userspace transaction id.", |_, u| {
+            Some(u.transaction_id)
+        }),
+        ("needs_check", "1 if needs_check is set.", |_, u| {
+            Some(u64::from(u.needs_check))
+        }),
+        ("read_only", "1 if the pool is read-only.", |_, u| {
+            Some(u64::from(u.mode == Some(PoolModeWord::ReadOnly)))
+        }),
+        (
+            "out_of_data_space",
+            "1 if the pool is out of data space.",
+            |_, u| Some(u64::from(u.mode == Some(PoolModeWord::OutOfDataSpace))),
+        ),
+        (
+            "metadata_snapshot_held",
+            "1 if a metadata snapshot is held.",
+            |_, u| Some(u64::from(u.held_root.is_some())),
+        ),
+    ];
+    let mut out = String::new();
+    let pool_labels = |p: &Pool| format!("pool=\"{}\",target=\"{}\"", esc(&p.name), esc(&p.target));
+    out.push_str("# HELP rthin_pool_failed 1 if the pool's status is Fail or Error.\n# TYPE rthin_pool_failed gauge\n");
+    for (p, _) in pools {
+        let failed = !matches!(p.status, Ok(PoolStatus::Working(_)));
+        out.push_str(&format!(
+            "rthin_pool_failed{{{}}} {}\n",
+            pool_labels(p),
+            u8::from(failed)
+        ));
+    }
+    for (name, help, f) in pool_metrics {
+        out.push_str(&format!(
+            "# HELP rthin_pool_{name} {help}\n# TYPE rthin_pool_{name} gauge\n"
+        ));
+        for (p, _) in pools {
+            if let Ok(PoolStatus::Working(u)) = &p.status {
+                if let Some(x) = f(p, u) {
+                    out.push_str(&format!("rthin_pool_{name}{{{}}} {x}\n", pool_labels(p)));
+                }
+            }
+        }
+    }
+    let thin_labels = |p: &Pool, t: &Thin| {
+        let id = t
+            .dev_id
+            .map_or(String::new(), |i| format!(",thin_id=\"{i}\""));
+        format!("pool=\"{}\",thin=\"{}\"{id}", esc(&p.name), esc(&t.name))
+    };
+    out.push_str("# HELP rthin_thin_mapped_bytes Data mapped by the thin device.\n# TYPE rthin_thin_mapped_bytes gauge\n");
+    for (p, ts) in pools {
+        for t in ts {
+            if let Ok(ThinStatus::Working { mapped_sectors, .. }) = &t.status {
+                out.push_str(&format!(
+                    "rthin_thin_mapped_bytes{{{}}} {}\n",
+                    thin_labels(p, t),
+                    mapped_sectors.saturating_mul(512)
+                ));
+            }
+        }
+    }
+    out.push_str("# HELP rthin_thin_size_bytes Size of the thin device.\n# TYPE rthin_thin_size_bytes gauge\n");
+    for (p, ts) in pools {
+        for t in ts {
+            out.push_str(&format!(
+                "rthin_thin_size_bytes{{{}}} {}\n",
+                thin_labels(p, t),
+                t.length.saturating_mul(512)
+            ));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -768,7 +977,88 @@ mod tests {
         data_crit: 95.0,
         meta_warn: 80.0,
         meta_crit: 95.0,
+        data_free_warn: None,
+        data_free_crit: None,
     };
+
+    /// Perfdata labels are the same with one pool as with many (graphs
+    /// keep their series when a second pool appears), `--label` replaces
+    /// the pool's name, free data comes in bytes with absolute thresholds,
+    /// and each thin's mapped bytes on request.
+    #[test]
+    fn perfdata_labels_are_stable() {
+        let p = pool("0 61/512 10/16384 - rw discard_passdown queue_if_no_space - 128 ");
+        let t = thin("1024 2047");
+        let free = (16384 - 10) * 65536u64;
+        let one = perfdata(&[(&p, vec![&t])], None, false, &TH);
+        assert_eq!(
+            one,
+            format!(" | pool0_data=0.06%;80;95;0;100 pool0_metadata=11.91%;80;95;0;100 pool0_data_free={free}B;;;0;{}", 16384 * 65536u64)
+        );
+        let mut q = pool("0 61/512 10/16384 - rw discard_passdown queue_if_no_space - 128 ");
+        q.name = "pool1".into();
+        let two = perfdata(&[(&p, vec![]), (&q, vec![])], None, false, &TH);
+        assert!(
+            two.starts_with(&one[..one.find(" pool0_data_free").unwrap()]),
+            "{two}"
+        );
+        let th = Thresholds {
+            data_free_warn: Some(10 << 30),
+            data_free_crit: Some(1 << 29),
+            ..TH
+        };
+        let labelled = perfdata(&[(&p, vec![&t])], Some("db"), true, &th);
+        assert!(labelled.contains(" db_data=0.06%;"), "{labelled}");
+        assert!(
+            labelled.contains(&format!(" db_data_free={free}B;10737418240:;536870912:;0;")),
+            "{labelled}"
+        );
+        assert!(
+            labelled.ends_with(" db_thin1_mapped=524288B;;;0;1048576"),
+            "{labelled}"
+        );
+        // The absolute thresholds judge too: about 1 GiB is free.
+        assert!(
+            check_pool(&p, &[], &th)
+                .iter()
+                .any(|x| x.0 == Level::Warn && x.1.contains("below 10737418240 bytes")),
+            "{:?}",
+            check_pool(&p, &[], &th)
+        );
+        let crit = Thresholds {
+            data_free_crit: Some(2 << 30),
+            ..th
+        };
+        assert_eq!(check_pool(&p, &[], &crit)[0].0, Level::Crit);
+    }
+
+    #[test]
+    fn prometheus_text_format() {
+        let p = pool("7 61/512 10/16384 - rw discard_passdown queue_if_no_space - 128 ");
+        let mut t = thin("1024 2047");
+        t.name = "th\"in".into();
+        let out = prometheus(&[(&p, vec![&t])]);
+        for want in [
+            "# TYPE rthin_pool_data_used_bytes gauge\n",
+            "rthin_pool_data_used_bytes{pool=\"pool0\",target=\"thin-pool\"} 655360\n",
+            "rthin_pool_data_size_bytes{pool=\"pool0\",target=\"thin-pool\"} 1073741824\n",
+            "rthin_pool_metadata_used_bytes{pool=\"pool0\",target=\"thin-pool\"} 249856\n",
+            "rthin_pool_transaction_id{pool=\"pool0\",target=\"thin-pool\"} 7\n",
+            "rthin_pool_failed{pool=\"pool0\",target=\"thin-pool\"} 0\n",
+            "rthin_pool_needs_check{pool=\"pool0\",target=\"thin-pool\"} 0\n",
+            "rthin_thin_mapped_bytes{pool=\"pool0\",thin=\"th\\\"in\",thin_id=\"1\"} 524288\n",
+            "rthin_thin_size_bytes{pool=\"pool0\",thin=\"th\\\"in\",thin_id=\"1\"} 1048576\n",
+        ] {
+            assert!(out.contains(want), "{want} not in\n{out}");
+        }
+        // Each metric: HELP, TYPE, then its samples, once.
+        assert_eq!(out.matches("# TYPE rthin_pool_data_used_bytes").count(), 1);
+        assert!(
+            out.lines()
+                .all(|l| l.starts_with("# ") || l.starts_with("rthin_")),
+            "{out}"
+        );
+    }
 
     #[test]
     fn json_schema_golden() {
