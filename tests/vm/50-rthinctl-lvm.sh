@@ -41,14 +41,15 @@ activate() {
 # at byte OFFSET of DEV and reseals it: crc32c (Castagnoli, seed ~0, no
 # final inversion) of bytes 4..4095, xor 160774, as dm-thin's superblock
 # validator computes it (thin_restore ignores flags="1" in its XML, and
-# no tool here sets the flag). Busybox awk has xor, and, rshift.
+# no tool here sets the flag). Busybox awk has xor, and, rshift; its %d
+# stops at 2^31 - 1, so the sum is printed with %.0f.
 set_needs_check() {
 	local dev=$1 off=$2 sum
 	printf '\001' | dd of="$dev" bs=1 seek=$((off + 4)) conv=notrunc,fsync 2>/dev/null || fail "dd flags"
 	sum=$(dd if="$dev" bs=1 skip=$((off + 4)) count=4092 2>/dev/null | od -An -tu1 -v |
 		awk 'BEGIN { c = 4294967295 }
 		{ for (i = 1; i <= NF; i++) { c = xor(c, $i); for (k = 0; k < 8; k++) c = and(c, 1) ? xor(rshift(c, 1), 2197175160) : rshift(c, 1) } }
-		END { printf "%d\n", xor(c, 160774) }')
+		END { printf "%.0f\n", xor(c, 160774) }')
 	[ -n "$sum" ] || fail "crc32c of the superblock"
 	printf "$(printf '\\%03o\\%03o\\%03o\\%03o' $((sum & 255)) $((sum >> 8 & 255)) $((sum >> 16 & 255)) $((sum >> 24 & 255)))" |
 		dd of="$dev" bs=1 seek=$off conv=notrunc,fsync 2>/dev/null || fail "dd checksum"
