@@ -120,7 +120,7 @@ phase_begin
 if step "kernel module build (W=1, clippy, warning-free)" "$RTHIN_ROOT/scripts/module.sh"; then
 	phase_end "module build"
 	phase_begin
-	if step "rthinctl and rthin-crashtest release build" cargo build --release --quiet -p rthinctl -p rthin-crashtest &&
+	if step "rthinctl, rthin-crashtest and rthin-torture release build" cargo build --release --quiet -p rthinctl -p rthin-crashtest -p rthin-torture &&
 		step "VM test data (corrupted metadata images)" \
 			cargo run --release --quiet -p rthin-core --example corrupt_images "$RTHIN_OUT/vm-data/corrupt" &&
 		step "VM initramfs" "$RTHIN_ROOT/scripts/initramfs.sh" "$initramfs" "$moddir"; then

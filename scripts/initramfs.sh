@@ -98,6 +98,9 @@ files+=("$moddir/dm-rthin.ko /rthin/dm-rthin.ko")
 # The crash tests' replay and workload tool (tests/crash), when built.
 [ ! -x "$RTHIN_ROOT/target/release/rthin-crashtest" ] ||
 	files+=("$RTHIN_ROOT/target/release/rthin-crashtest /usr/sbin/rthin-crashtest")
+# The differential torture test (tests/torture), when built.
+[ ! -x "$RTHIN_ROOT/target/release/rthin-torture" ] ||
+	files+=("$RTHIN_ROOT/target/release/rthin-torture /usr/sbin/rthin-torture")
 kver=$(ls "$RTHIN_SYSROOT$RTHIN_MODROOT_IN/lib/modules")
 
 # The same inputs give the same image: reuse the last one (the fast loop of
@@ -132,6 +135,7 @@ done
 chmod 0755 "$overlay/init"
 [ ! -f "$overlay/usr/sbin/rthinctl" ] || chmod 0755 "$overlay/usr/sbin/rthinctl"
 [ ! -f "$overlay/usr/sbin/rthin-crashtest" ] || chmod 0755 "$overlay/usr/sbin/rthin-crashtest"
+[ ! -f "$overlay/usr/sbin/rthin-torture" ] || chmod 0755 "$overlay/usr/sbin/rthin-torture"
 echo "$kver" >"$overlay/rthin/kernel-release"
 rm -f "$out.key"
 {

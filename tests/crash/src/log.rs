@@ -13,7 +13,7 @@
 
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
-use crate::aligned::AlignedBuf;
+use crate::{aligned::AlignedBuf, rng::Rng};
 
 pub const FLUSH: u64 = 1 << 0;
 pub const FUA: u64 = 1 << 1;
@@ -175,22 +175,6 @@ pub struct Point {
     pub index: usize,
     pub mark: String,
     pub exact: bool,
-}
-
-/// splitmix64: a small, seedable generator (also the workload's).
-pub struct Rng(pub u64);
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 /// The replay points from the first mark named `start` on: every FLUSH,

@@ -17,6 +17,7 @@
 mod aligned;
 mod log;
 mod model;
+mod rng;
 
 use std::{
     collections::HashMap,

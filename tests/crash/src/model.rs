@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::log::Rng;
+use crate::rng::Rng;
 
 /// The unit the workload writes and checks.
 pub const BLOCK: u64 = 4096;
