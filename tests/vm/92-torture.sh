@@ -17,7 +17,14 @@
 # TORTURE_SECONDS (default 180): run sequences for that long;
 # TORTURE_SEQUENCES=N instead runs exactly N (the long run: 1000);
 # TORTURE_SEED=S repeats a run (the seed is printed; default: the time);
-# TORTURE_OPS=K operations per sequence (default 40).
+# TORTURE_OPS=K operations per sequence (default 40);
+# TORTURE_SKIP=KIND,... leaves out operations of those kinds (rthin-torture
+# --skip). Its default names the kinds that hit a known rthin bug whose fix
+# is not in this tree yet, so the rest still runs in make check and the
+# known bug is reported, not hidden; TORTURE_SKIP= runs everything.
+#   error_swap_pool: issue 30 item 2, the pool object dies with its last
+#   table while thins still use it (after a swap to error and back, thins
+#   write through a pool object the new table does not see).
 . /rthin/tests/lib.sh
 
 run modprobe dm-thin-pool
@@ -25,7 +32,10 @@ run modprobe dm-delay
 for d in /dev/ram0 /dev/ram1; do
 	[ "$(sectors $d)" -ge 524288 ] || fail "$d is smaller than 256 MiB"
 done
-args="--seed ${TORTURE_SEED:-$(date +%s)} --ops ${TORTURE_OPS:-40}"
+KNOWN_BUGS=error_swap_pool
+skip=${TORTURE_SKIP-$KNOWN_BUGS}
+[ -z "$skip" ] || note "torture: not generating $skip (known rthin bugs, see the comment of 92-torture.sh); TORTURE_SKIP= runs them"
+args="--seed ${TORTURE_SEED:-$(date +%s)} --ops ${TORTURE_OPS:-40} --skip ${skip:-,}"
 if [ -n "${TORTURE_SEQUENCES:-}" ]; then
 	args="$args --sequences $TORTURE_SEQUENCES"
 else

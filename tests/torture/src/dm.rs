@@ -142,12 +142,24 @@ impl Stack {
     }
 
     /// Discards both RAM disks (brd frees the pages: they read zeroes, so
-    /// neither old metadata nor an earlier run's data is left), then
+    /// neither old metadata nor an earlier run's data is left; where brd
+    /// cannot discard, the metadata's first MiB is zeroed, which makes a
+    /// new pool, and old data stays unreadable through it: only mapped
+    /// blocks are read, and a new block is zeroed or written whole), then
     /// creates the metadata, data and pool devices.
     pub fn create(&self) -> Res<()> {
-        for disk in [META_DISK, DATA_DISK] {
-            sh(&["blkdiscard", disk])?;
+        if sh(&["blkdiscard", META_DISK]).is_err() {
+            sh(&[
+                "dd",
+                "if=/dev/zero",
+                &format!("of={META_DISK}"),
+                "bs=1M",
+                "count=1",
+                "oflag=direct",
+            ])?;
         }
+        // Optional for the same reason.
+        let _ = sh(&["blkdiscard", DATA_DISK]);
         create(META, &self.meta_table())?;
         create(DATA, &self.data_table())?;
         create(POOL, &self.pool_table())

@@ -84,6 +84,64 @@ pub enum Op {
     },
 }
 
+/// The kinds of operation, as `--skip` names them.
+pub const KINDS: &[&str] = &[
+    "write",
+    "read",
+    "discard",
+    "create_thin",
+    "create_snap",
+    "delete",
+    "metadata_snap",
+    "set_transaction_id",
+    "suspend_pool",
+    "suspend_thin",
+    "reload_pool",
+    "reload_thin",
+    "error_swap_pool",
+    "error_swap_thin",
+    "grow_data",
+    "grow_meta",
+    "out_of_space",
+    "delay",
+    "parallel",
+];
+
+impl Op {
+    /// Its kind (one of `KINDS`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Op::Write { .. } => "write",
+            Op::Read(_) => "read",
+            Op::Discard(_) => "discard",
+            Op::CreateThin(_) => "create_thin",
+            Op::CreateSnap { .. } => "create_snap",
+            Op::Delete(_) => "delete",
+            Op::ReserveMetaSnap | Op::ReleaseMetaSnap => "metadata_snap",
+            Op::SetTransactionId => "set_transaction_id",
+            Op::SuspendResume {
+                target: Target::Pool,
+                ..
+            } => "suspend_pool",
+            Op::SuspendResume { .. } => "suspend_thin",
+            Op::Reload(Target::Pool) => "reload_pool",
+            Op::Reload(_) => "reload_thin",
+            Op::ErrorAndBack(Target::Pool) => "error_swap_pool",
+            Op::ErrorAndBack(_) => "error_swap_thin",
+            Op::GrowData(_) => "grow_data",
+            Op::GrowMeta(_) => "grow_meta",
+            Op::OutOfSpace { .. } => "out_of_space",
+            Op::SetDelay(_) => "delay",
+            Op::Parallel { .. } => "parallel",
+        }
+    }
+    /// Whether it is, or contains, an operation of one of these kinds.
+    pub fn is_any_of(&self, kinds: &[String]) -> bool {
+        kinds.iter().any(|k| k == self.kind())
+            || matches!(self, Op::Parallel { during, .. } if during.is_any_of(kinds))
+    }
+}
+
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -347,6 +405,14 @@ mod tests {
                     assert!(io.len > 0 && io.sector + io.len <= THIN_SECTORS, "{op}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn every_kind_is_generated() {
+        let ops: Vec<Op> = (0..20).flat_map(|seed| sequence(seed, 200)).collect();
+        for k in KINDS {
+            assert!(ops.iter().any(|op| op.kind() == *k), "{k}");
         }
     }
 
