@@ -19,10 +19,14 @@ pub struct Norm {
     pub groups: BTreeSet<Vec<(u32, u64)>>,
 }
 
-fn attr(line: &str, name: &str) -> Option<u64> {
+fn str_attr<'a>(line: &'a str, name: &str) -> Option<&'a str> {
     let at = line.find(&format!(" {name}=\""))? + name.len() + 3;
     let rest = &line[at..];
-    rest[..rest.find('"')?].parse().ok()
+    Some(&rest[..rest.find('"')?])
+}
+
+fn attr(line: &str, name: &str) -> Option<u64> {
+    str_attr(line, name)?.parse().ok()
 }
 
 fn attrs(line: &str, names: &[&str]) -> String {
@@ -38,13 +42,61 @@ fn attrs(line: &str, names: &[&str]) -> String {
         .join(" ")
 }
 
-/// Parses thin_dump's XML.
+/// Mappings: (virtual block, data block, length).
+type Runs = Vec<(u64, u64, u64)>;
+
+/// Parses thin_dump's XML. Subtrees shared between devices may be written
+/// once, as `<def name="N">` before the devices, and stand in a device as
+/// `<ref name="N"/>`.
 pub fn parse(xml: &str) -> Res<Norm> {
     let mut n = Norm::default();
     let mut by_block: HashMap<u64, Vec<(u32, u64)>> = HashMap::new();
     let mut dev: Option<u32> = None;
+    let mut defs: HashMap<String, Runs> = HashMap::new();
+    let mut def: Option<(String, Runs)> = None;
     for line in xml.lines().map(str::trim) {
         let bad = || format!("thin_dump line not understood: {line}");
+        let mut runs: Runs = Vec::new();
+        if line.starts_with("<def ") {
+            def = Some((
+                str_attr(line, "name").ok_or_else(bad)?.to_string(),
+                Vec::new(),
+            ));
+            continue;
+        } else if line.starts_with("</def") {
+            if let Some((name, r)) = def.take() {
+                defs.insert(name, r);
+            }
+            continue;
+        } else if line.starts_with("<ref ") {
+            let name = str_attr(line, "name").ok_or_else(bad)?;
+            runs = defs
+                .get(name)
+                .ok_or(format!("thin_dump refers to an undefined subtree: {line}"))?
+                .clone();
+        } else if line.starts_with("<range_mapping") {
+            let o = attr(line, "origin_begin").ok_or_else(bad)?;
+            let b = attr(line, "data_begin").ok_or_else(bad)?;
+            let len = attr(line, "length").ok_or_else(bad)?;
+            runs.push((o, b, len));
+        } else if line.starts_with("<single_mapping") {
+            let o = attr(line, "origin_block").ok_or_else(bad)?;
+            let b = attr(line, "data_block").ok_or_else(bad)?;
+            runs.push((o, b, 1));
+        }
+        if !runs.is_empty() {
+            if let Some((_, r)) = def.as_mut() {
+                r.extend(runs);
+            } else {
+                let d = dev.ok_or_else(bad)?;
+                for (o, b, len) in runs {
+                    for i in 0..len {
+                        by_block.entry(b + i).or_default().push((d, o + i));
+                    }
+                }
+            }
+            continue;
+        }
         if line.starts_with("<superblock") {
             n.superblock = attrs(
                 line,
@@ -58,19 +110,6 @@ pub fn parse(xml: &str) -> Res<Norm> {
             dev = Some(id);
         } else if line.starts_with("</device") {
             dev = None;
-        } else if line.starts_with("<range_mapping") {
-            let d = dev.ok_or_else(bad)?;
-            let o = attr(line, "origin_begin").ok_or_else(bad)?;
-            let b = attr(line, "data_begin").ok_or_else(bad)?;
-            let len = attr(line, "length").ok_or_else(bad)?;
-            for i in 0..len {
-                by_block.entry(b + i).or_default().push((d, o + i));
-            }
-        } else if line.starts_with("<single_mapping") {
-            let d = dev.ok_or_else(bad)?;
-            let o = attr(line, "origin_block").ok_or_else(bad)?;
-            let b = attr(line, "data_block").ok_or_else(bad)?;
-            by_block.entry(b).or_default().push((d, o));
         }
     }
     n.groups = by_block
@@ -142,6 +181,28 @@ mod tests {
     <single_mapping origin_block="0" data_block="5" time="0"/>
   </device>
 </superblock>"#;
+
+    #[test]
+    fn shared_definitions_are_expanded() {
+        let xml = r#"<superblock uuid="" time="1" transaction="2" version="2" data_block_size="128" nr_data_blocks="128">
+  <def name="7">
+    <range_mapping origin_begin="0" data_begin="5" length="2" time="0"/>
+  </def>
+  <device dev_id="0" mapped_blocks="2" transaction="0" creation_time="0" snap_time="1">
+    <ref name="7"/>
+  </device>
+  <device dev_id="1" mapped_blocks="3" transaction="0" creation_time="1" snap_time="1">
+    <ref name="7"/>
+    <single_mapping origin_block="9" data_block="1" time="1"/>
+  </device>
+</superblock>"#;
+        let n = parse(xml).expect("parsed");
+        assert!(n.groups.contains(&vec![(0, 0), (1, 0)]));
+        assert!(n.groups.contains(&vec![(0, 1), (1, 1)]));
+        assert!(n.groups.contains(&vec![(1, 9)]));
+        assert_eq!(n.groups.len(), 3);
+        assert!(parse(&xml.replace("<ref name=\"7\"/>", "<ref name=\"8\"/>")).is_err());
+    }
 
     #[test]
     fn sharing_does_not_depend_on_block_numbers() {
