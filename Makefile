@@ -13,6 +13,8 @@
 #   make module     builds dm-rthin.ko (and, if missing, the sysroot and kernel)
 #   make vm-shell   boots the VM with a shell, module loaded
 #   make soak       tests/vm/90-soak.sh for 20 minutes (mixed fio, snapshots, discards, suspends, reloads)
+#   make torture    tests/vm/92-torture.sh's long run: TORTURE_SEQUENCES (1000) sequences on dm-thin
+#                   and rthin (hours under TCG; results in build/results-torture)
 #   make bench      dm-linear, C dm-thin and rthin side by side, every case (TCG: over an hour)
 #   make bench-quick  cases 2 (4k randread), 7 (a 32 GiB volume) and 8 (first touches), a short case 4
 #   make host-test  cargo fmt --check, clippy and cargo test only
@@ -25,7 +27,7 @@
 
 SHELL := /bin/bash
 
-.PHONY: install check check-debug vm-test vm-durations soak demo module kernel sysroot vm-shell host-test clean bench bench-quick
+.PHONY: install check check-debug vm-test vm-durations soak torture demo module kernel sysroot vm-shell host-test clean bench bench-quick
 
 check:
 	scripts/check.sh
@@ -43,6 +45,11 @@ vm-durations:
 
 soak: module
 	cargo build --release -q -p rthinctl && scripts/initramfs.sh build/initramfs-soak.cpio.gz && scripts/vm.sh --only soak --env SOAK_SECONDS=1200 --test-timeout 1500 --timeout 2400 --disk 4 --disk 4 build/initramfs-soak.cpio.gz build/results-soak
+
+# About 25 s a sequence under TCG: the limits leave room for 1,000 on a loaded host.
+TORTURE_SEQUENCES ?= 1000
+torture: module
+	cargo build --release -q -p rthinctl -p rthin-torture && scripts/initramfs.sh build/initramfs-torture.cpio.gz && scripts/vm.sh --only torture --env TORTURE_SEQUENCES=$(TORTURE_SEQUENCES) --test-timeout 86400 --timeout 90000 build/initramfs-torture.cpio.gz build/results-torture
 
 demo:
 	scripts/demo.sh

@@ -5,6 +5,7 @@
 //! sharing.
 
 use std::{
+    collections::BTreeMap,
     thread,
     time::{Duration, Instant},
 };
@@ -37,11 +38,15 @@ pub struct Outcome {
     pub failure: Option<Failure>,
     /// The final thin_dump, when the run got that far.
     pub dump: Option<Norm>,
+    /// How many ops of each kind applied and ran.
+    pub ran: BTreeMap<&'static str, u64>,
 }
 
 struct Run {
     stack: Stack,
     model: Model,
+    /// How many ops of each kind applied and ran.
+    ran: BTreeMap<&'static str, u64>,
 }
 
 /// Runs `ops` (each with its index in the generated sequence, which names
@@ -50,6 +55,7 @@ pub fn run(imp: Impl, ops: &[(usize, Op)]) -> Outcome {
     let mut r = Run {
         stack: Stack::new(imp),
         model: Model::default(),
+        ran: BTreeMap::new(),
     };
     let mut at = None;
     let result = (|| {
@@ -65,6 +71,7 @@ pub fn run(imp: Impl, ops: &[(usize, Op)]) -> Outcome {
         Ok(dump) => Outcome {
             failure: None,
             dump: Some(dump),
+            ran: r.ran,
         },
         Err(what) => {
             let thins: Vec<u32> = r.model.vols.keys().copied().collect();
@@ -77,6 +84,7 @@ pub fn run(imp: Impl, ops: &[(usize, Op)]) -> Outcome {
             Outcome {
                 failure: Some(Failure { op: at, what }),
                 dump: None,
+                ran: r.ran,
             }
         }
     }
@@ -136,28 +144,28 @@ impl Run {
         Ok(s)
     }
 
-    /// Grows the data device by `blocks` (to at most the RAM disk), then
-    /// the pool; false if it cannot grow.
-    fn grow_data(&mut self, blocks: u64) -> Res<bool> {
+    /// Grows the data device by `blocks` (to at most the RAM disk), then the pool.
+    fn grow_data(&mut self, blocks: u64) -> Res<()> {
         let max = DISK_SECTORS / BLOCK_SECTORS;
-        let new = (self.stack.data_blocks + blocks).min(max);
-        if new == self.stack.data_blocks {
-            return Ok(false);
-        }
-        self.stack.data_blocks = new;
+        self.stack.data_blocks = (self.stack.data_blocks + blocks).min(max);
         self.stack.reload_data()?;
-        self.stack.reload_pool()?;
-        Ok(true)
+        self.stack.reload_pool()
     }
 
-    /// Makes room for `needed` new blocks; false if the pool cannot hold them.
-    fn ensure_space(&mut self, needed: u64) -> Res<bool> {
-        while self.model.used_blocks() + needed > self.stack.data_blocks {
-            if !self.grow_data(GROW_STEP)? {
-                return Ok(false);
-            }
+    /// Makes room for `needed` new blocks. The RAM disk always has it: at
+    /// most 5 thins of 256 blocks are mapped, and a held metadata snapshot
+    /// keeps at most as many again, 2,560 of its 4,096 blocks.
+    fn ensure_space(&mut self, needed: u64) -> Res<()> {
+        let want = self.model.used_blocks() + needed;
+        if want > DISK_SECTORS / BLOCK_SECTORS {
+            return Err(format!(
+                "{want} data blocks needed: more than the data RAM disk holds"
+            ));
         }
-        Ok(true)
+        while want > self.stack.data_blocks {
+            self.grow_data(GROW_STEP)?;
+        }
+        Ok(())
     }
 
     fn write(&mut self, i: usize, io: &Io, fua: bool, fsync: bool) -> Res<()> {
@@ -192,75 +200,83 @@ impl Run {
         }
     }
 
+    /// Whether `op` applies to the current state (an op of a shrunk
+    /// sequence may not: a write to a thin whose creation was dropped).
+    fn applies(&self, op: &Op) -> bool {
+        let m = &self.model;
+        match op {
+            Op::Write { io, .. } | Op::Read(io) | Op::Discard(io) => m.has(io.dev),
+            Op::CreateThin(dev) => !m.has(*dev),
+            Op::CreateSnap { dev, origin } => !m.has(*dev) && m.has(*origin),
+            Op::Delete(dev) => m.has(*dev),
+            Op::ReserveMetaSnap => !m.meta_snap_held(),
+            Op::ReleaseMetaSnap => m.meta_snap_held(),
+            Op::SuspendResume { target: t, .. } | Op::Reload(t) | Op::ErrorAndBack(t) => {
+                self.target_name(*t).is_some()
+            }
+            Op::GrowData(_) => self.stack.data_blocks * BLOCK_SECTORS < DISK_SECTORS,
+            Op::GrowMeta(_) => self.stack.meta_sectors < DISK_SECTORS,
+            Op::OutOfSpace { .. } => self.out_of_space_targets().is_some(),
+            Op::SetDelay(ms) => self.stack.delay_ms != *ms,
+            Op::SetTransactionId | Op::Parallel { .. } => true,
+        }
+    }
+
+    /// Runs `op` if it applies, counting it in `ran`.
     fn exec(&mut self, i: usize, op: &Op) -> Res<()> {
+        if !self.applies(op) {
+            return Ok(());
+        }
+        *self.ran.entry(op.kind()).or_default() += 1;
         match op {
             Op::Write { io, fua, fsync } => {
-                if self.model.has(io.dev)
-                    && self.ensure_space(self.model.blocks_needed(io.dev, io.sector, io.len))?
-                {
-                    self.write(i, io, *fua, *fsync)?;
-                }
+                self.ensure_space(self.model.blocks_needed(io.dev, io.sector, io.len))?;
+                self.write(i, io, *fua, *fsync)?;
             }
-            Op::Read(io) => {
-                if self.model.has(io.dev) {
-                    self.verify(io.dev, io.sector, io.len)?;
-                }
-            }
+            Op::Read(io) => self.verify(io.dev, io.sector, io.len)?,
             Op::Discard(io) => {
-                if self.model.has(io.dev) {
-                    let (off, len) = (io.sector * 512, io.len * 512);
-                    dm::sh(&[
-                        "blkdiscard",
-                        "-o",
-                        &off.to_string(),
-                        "-l",
-                        &len.to_string(),
-                        &dm::thin_path(io.dev),
-                    ])?;
-                    self.model.discard(io.dev, io.sector, io.len);
-                }
+                let (off, len) = (io.sector * 512, io.len * 512);
+                dm::sh(&[
+                    "blkdiscard",
+                    "-o",
+                    &off.to_string(),
+                    "-l",
+                    &len.to_string(),
+                    &dm::thin_path(io.dev),
+                ])?;
+                self.model.discard(io.dev, io.sector, io.len);
             }
             Op::CreateThin(dev) => {
-                if !self.model.has(*dev) {
-                    self.stack.message(&format!("create_thin {dev}"))?;
-                    dm::create(
-                        &dm::thin_name(*dev),
-                        &self.stack.thin_table(*dev, THIN_SECTORS),
-                    )?;
-                    self.model.create(*dev, i as u32 + 1);
-                }
+                self.stack.message(&format!("create_thin {dev}"))?;
+                dm::create(
+                    &dm::thin_name(*dev),
+                    &self.stack.thin_table(*dev, THIN_SECTORS),
+                )?;
+                self.model.create(*dev, i as u32 + 1);
             }
             Op::CreateSnap { dev, origin } => {
-                if !self.model.has(*dev) && self.model.has(*origin) {
-                    Self::suspended(&dm::thin_name(*origin), false, || {
-                        self.stack.message(&format!("create_snap {dev} {origin}"))
-                    })?;
-                    dm::create(
-                        &dm::thin_name(*dev),
-                        &self.stack.thin_table(*dev, THIN_SECTORS),
-                    )?;
-                    self.model.snap(*dev, *origin, i as u32 + 1);
-                }
+                Self::suspended(&dm::thin_name(*origin), false, || {
+                    self.stack.message(&format!("create_snap {dev} {origin}"))
+                })?;
+                dm::create(
+                    &dm::thin_name(*dev),
+                    &self.stack.thin_table(*dev, THIN_SECTORS),
+                )?;
+                self.model.snap(*dev, *origin, i as u32 + 1);
             }
             Op::Delete(dev) => {
-                if self.model.has(*dev) {
-                    self.verify_all(*dev)?;
-                    dm::remove(&dm::thin_name(*dev))?;
-                    self.stack.message(&format!("delete {dev}"))?;
-                    self.model.delete(*dev);
-                }
+                self.verify_all(*dev)?;
+                dm::remove(&dm::thin_name(*dev))?;
+                self.stack.message(&format!("delete {dev}"))?;
+                self.model.delete(*dev);
             }
             Op::ReserveMetaSnap => {
-                if !self.model.meta_snap_held() {
-                    self.stack.message("reserve_metadata_snap")?;
-                    self.model.reserve_meta_snap();
-                }
+                self.stack.message("reserve_metadata_snap")?;
+                self.model.reserve_meta_snap();
             }
             Op::ReleaseMetaSnap => {
-                if self.model.meta_snap_held() {
-                    self.stack.message("release_metadata_snap")?;
-                    self.model.release_meta_snap();
-                }
+                self.stack.message("release_metadata_snap")?;
+                self.model.release_meta_snap();
             }
             Op::SetTransactionId => {
                 let t = self.model.txid;
@@ -269,56 +285,43 @@ impl Run {
                 self.model.txid = t + 1;
             }
             Op::SuspendResume { target, noflush } => {
-                if let Some(name) = self.target_name(*target) {
-                    let quiet = *target == Target::Pool;
-                    Self::suspended(&name, *noflush, || {
-                        if quiet {
-                            self.pool_writes_nothing_while_suspended()
-                        } else {
-                            Ok(())
-                        }
-                    })?;
-                }
+                let name = self.target_name(*target).unwrap_or_default();
+                let quiet = *target == Target::Pool;
+                Self::suspended(&name, *noflush, || {
+                    if quiet {
+                        self.pool_writes_nothing_while_suspended()
+                    } else {
+                        Ok(())
+                    }
+                })?;
             }
             Op::Reload(t) => {
-                if let Some(name) = self.target_name(*t) {
-                    dm::reload(&name, &self.table_of(*t))?;
-                }
+                let name = self.target_name(*t).unwrap_or_default();
+                dm::reload(&name, &self.table_of(*t))?;
             }
             Op::ErrorAndBack(t) => {
-                if let Some(name) = self.target_name(*t) {
-                    self.error_and_back(*t, &name)?;
-                }
+                let name = self.target_name(*t).unwrap_or_default();
+                self.error_and_back(*t, &name)?;
             }
-            Op::GrowData(n) => {
-                self.grow_data(*n)?;
-            }
+            Op::GrowData(n) => self.grow_data(*n)?,
             Op::GrowMeta(n) => {
                 let new = (self.stack.meta_sectors + n).min(DISK_SECTORS);
-                if new != self.stack.meta_sectors {
-                    self.stack.meta_sectors = new;
-                    self.stack.reload_meta()?;
-                    self.stack.reload_pool()?;
-                    let s = self.pool_status()?;
-                    if s.meta_total != new / 8 {
-                        return Err(format!(
-                            "metadata device grown to {new} sectors, the pool shows {} metadata blocks (want {})",
-                            s.meta_total,
-                            new / 8
-                        ));
-                    }
+                self.stack.meta_sectors = new;
+                self.stack.reload_meta()?;
+                self.stack.reload_pool()?;
+                let s = self.pool_status()?;
+                if s.meta_total != new / 8 {
+                    return Err(format!(
+                        "metadata device grown to {new} sectors, the pool shows {} metadata blocks (want {})",
+                        s.meta_total,
+                        new / 8
+                    ));
                 }
             }
-            Op::OutOfSpace { error } => {
-                if !self.model.meta_snap_held() {
-                    self.out_of_space(i, *error)?;
-                }
-            }
+            Op::OutOfSpace { error } => self.out_of_space(i, *error)?,
             Op::SetDelay(ms) => {
-                if self.stack.delay_ms != *ms {
-                    self.stack.delay_ms = *ms;
-                    self.stack.reload_data()?;
-                }
+                self.stack.delay_ms = *ms;
+                self.stack.reload_data()?;
             }
             Op::Parallel { writers, during } => self.parallel(i, writers, during)?,
         }
@@ -367,26 +370,44 @@ impl Run {
         Ok(())
     }
 
+    /// Whole unmapped blocks to fill the pool with plus one that does not
+    /// fit, when the thins have that many and the pool can grow after; the
+    /// pool's used blocks must be known exactly, so none while a metadata
+    /// snapshot is held.
+    fn out_of_space_targets(&self) -> Option<Vec<Io>> {
+        let free = self
+            .stack
+            .data_blocks
+            .checked_sub(self.model.used_blocks())?;
+        let can_grow = (self.stack.data_blocks + GROW_STEP) * BLOCK_SECTORS <= DISK_SECTORS;
+        if self.model.meta_snap_held() || !can_grow {
+            return None;
+        }
+        let targets: Vec<Io> = self
+            .model
+            .vols
+            .keys()
+            .flat_map(|dev| {
+                self.model.unmapped_blocks(*dev).into_iter().map(|b| Io {
+                    dev: *dev,
+                    sector: b * BLOCK_SECTORS,
+                    len: BLOCK_SECTORS,
+                })
+            })
+            .take(free as usize + 1)
+            .collect();
+        (targets.len() as u64 > free).then_some(targets)
+    }
+
     /// Fills the pool to its last block under the policy, then one more
     /// write: refused at once with error_if_no_space, queued with
     /// queue_if_no_space until the pool is grown.
     fn out_of_space(&mut self, i: usize, error: bool) -> Res<()> {
-        // Room for a full pool plus the one write that does not fit.
         let s = self.check_counts()?;
         let free = s.total - s.used;
-        let mut targets = Vec::new();
-        for dev in self.model.vols.keys() {
-            for b in self.model.unmapped_blocks(*dev) {
-                targets.push(Io {
-                    dev: *dev,
-                    sector: b * BLOCK_SECTORS,
-                    len: BLOCK_SECTORS,
-                });
-            }
-        }
-        if (targets.len() as u64) <= free || (s.total + GROW_STEP) * BLOCK_SECTORS > DISK_SECTORS {
+        let Some(targets) = self.out_of_space_targets() else {
             return Ok(());
-        }
+        };
         if self.stack.error_if_no_space != error {
             self.stack.error_if_no_space = error;
             self.stack.reload_pool()?;
@@ -471,9 +492,7 @@ impl Run {
             .flatten()
             .map(|io| self.model.blocks_needed(io.dev, io.sector, io.len))
             .sum();
-        if !self.ensure_space(needed)? {
-            return self.exec(i, during);
-        }
+        self.ensure_space(needed)?;
         let jobs: Vec<(Vec<Io>, Vec<Tag>)> = writers
             .iter()
             .map(|w| (w.clone(), w.iter().map(|io| self.tag(io.dev, i)).collect()))

@@ -36,7 +36,7 @@ mod rng;
 mod shrink;
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     process::exit,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
@@ -166,23 +166,34 @@ enum Problem {
     Differ(Vec<String>),
 }
 
-/// Runs `ops` on each implementation; the problem (if any) and dm-thin's
-/// own failure (if any).
-fn run_all(impls: &[Impl], ops: &[(usize, Op)]) -> (Option<Problem>, Option<Failure>) {
+/// Runs `ops` on each implementation; the problem (if any), dm-thin's
+/// own failure (if any) and how many ops of each kind ran on the last.
+fn run_all(
+    impls: &[Impl],
+    ops: &[(usize, Op)],
+) -> (
+    Option<Problem>,
+    Option<Failure>,
+    BTreeMap<&'static str, u64>,
+) {
     let outcomes: Vec<(Impl, Outcome)> = impls.iter().map(|i| (*i, exec::run(*i, ops))).collect();
     let get = |imp| outcomes.iter().find(|(i, _)| *i == imp).map(|(_, o)| o);
     let (c, r) = (get(Impl::C), get(Impl::Rthin));
     let c_fail = c.and_then(|o| o.failure.clone());
+    let ran = outcomes
+        .last()
+        .map(|(_, o)| o.ran.clone())
+        .unwrap_or_default();
     if let Some(f) = r.and_then(|o| o.failure.clone()) {
-        return (Some(Problem::Rthin(f)), c_fail);
+        return (Some(Problem::Rthin(f)), c_fail, ran);
     }
     if let (Some(Some(cd)), Some(Some(rd))) = (c.map(|o| &o.dump), r.map(|o| &o.dump)) {
         let d = dump::differences("dm-thin", cd, "rthin", rd, true);
         if !d.is_empty() {
-            return (Some(Problem::Differ(d)), c_fail);
+            return (Some(Problem::Differ(d)), c_fail, ran);
         }
     }
-    (None, c_fail)
+    (None, c_fail, ran)
 }
 
 fn main() {
@@ -205,6 +216,7 @@ fn main() {
     );
     let t0 = Instant::now();
     let (mut n, mut ops_run, mut failures, mut differences, mut divergences) = (0u64, 0, 0, 0, 0);
+    let mut ran_total: BTreeMap<&str, u64> = BTreeMap::new();
     loop {
         let done = match o.sequences {
             Some(want) => n >= want,
@@ -222,7 +234,10 @@ fn main() {
             })
             .collect();
         let ts = Instant::now();
-        let (problem, c_fail) = run_all(&o.impls, &ops);
+        let (problem, c_fail, ran) = run_all(&o.impls, &ops);
+        for (k, v) in ran {
+            *ran_total.entry(k).or_default() += v;
+        }
         ops_run += ops.len();
         println!(
             "sequence {n} (seed {seed}, {} ops): {} ({:.1} s)",
@@ -265,7 +280,7 @@ fn main() {
             // A candidate counts when it shows the same kind of problem
             // and dm-thin passes it: a sequence of an rthin bug.
             let shrunk = shrink::shrink(&ops, deadline, |cand| {
-                let (got, c_fail) = run_all(&o.impls, cand);
+                let (got, c_fail, _) = run_all(&o.impls, cand);
                 c_fail.is_none()
                     && matches!(
                         (&p, got),
@@ -298,6 +313,11 @@ fn main() {
     println!(
         "torture: {n} sequences, {ops_run} ops in {:.0} s: {failures} rthin failures, {differences} differences from dm-thin, {divergences} dm-thin divergences",
         t0.elapsed().as_secs_f64()
+    );
+    let ran: Vec<String> = ran_total.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!(
+        "torture: operations that applied and ran: {}",
+        ran.join(", ")
     );
     if failures + differences > 0 {
         exit(1);
