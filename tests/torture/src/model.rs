@@ -3,6 +3,12 @@
 //! pool blocks its virtual blocks share, so that the pool's used data
 //! blocks are known exactly (a status commits first, so it counts exactly
 //! what is mapped, plus what a held metadata snapshot still references).
+//!
+//! Which writes allocate follows dm-thin: a mapping counts as shared when
+//! it is older than the device's last snapshot (the pool's time, which each
+//! `create_snap` advances, against the device's `snapshotted_time`), not
+//! when another device still maps the block; so a write to a block whose
+//! snapshot has been deleted still moves it to a new block.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -18,13 +24,15 @@ pub const BLOCK_SECTORS: u64 = 128;
 pub const THIN_BLOCKS: u64 = 256;
 pub const THIN_SECTORS: u64 = THIN_BLOCKS * BLOCK_SECTORS;
 
-/// One thin device: what each sector holds and which model pool block
-/// (`pid`, 0 for none) each virtual block maps.
+/// One thin device: what each sector holds, which model pool block
+/// (`pid`, 0 for none) each virtual block maps and at what pool time.
 #[derive(Clone)]
 pub struct Volume {
     pub uid: u32,
     sectors: Vec<Tag>,
     blocks: Vec<u32>,
+    mapped_at: Vec<u32>,
+    snapshotted_time: u32,
 }
 
 #[derive(Default)]
@@ -35,6 +43,8 @@ pub struct Model {
     /// Pool blocks a held metadata snapshot references.
     pinned: Option<HashSet<u32>>,
     pub txid: u64,
+    /// The pool's time: snapshots taken so far.
+    time: u32,
 }
 
 /// The pool blocks a sector range touches.
@@ -56,14 +66,19 @@ impl Model {
                 uid,
                 sectors: vec![Tag::ZERO; THIN_SECTORS as usize],
                 blocks: vec![0; THIN_BLOCKS as usize],
+                mapped_at: vec![0; THIN_BLOCKS as usize],
+                snapshotted_time: self.time,
             },
         );
     }
     /// `dev` becomes a snapshot of `origin` (which exists).
     pub fn snap(&mut self, dev: u32, origin: u32, uid: u32) {
-        let Some(o) = self.vols.get(&origin) else {
+        self.time += 1;
+        let time = self.time;
+        let Some(o) = self.vols.get_mut(&origin) else {
             return;
         };
+        o.snapshotted_time = time;
         let mut v = o.clone();
         v.uid = uid;
         for pid in v.blocks.iter().filter(|p| **p != 0) {
@@ -89,17 +104,17 @@ impl Model {
             }
         }
     }
-    fn needs_new_block(&self, pid: u32) -> bool {
-        pid == 0 || self.refs.get(&pid).copied().unwrap_or(0) > 1
+    /// Whether a write to virtual block `b` of `v` allocates.
+    fn needs_new_block(v: &Volume, b: usize) -> bool {
+        v.blocks[b] == 0 || v.mapped_at[b] < v.snapshotted_time
     }
     /// Pool blocks a write of the range would allocate (new or breaking sharing).
     pub fn blocks_needed(&self, dev: u32, sector: u64, len: u64) -> u64 {
         let Some(v) = self.vols.get(&dev) else {
             return 0;
         };
-        v.blocks[block_range(sector, len)]
-            .iter()
-            .filter(|p| self.needs_new_block(**p))
+        block_range(sector, len)
+            .filter(|b| Self::needs_new_block(v, *b))
             .count() as u64
     }
     /// A completed write of generation `gen`.
@@ -108,15 +123,17 @@ impl Model {
             return;
         };
         let breaks: Vec<(usize, u32)> = block_range(sector, len)
-            .filter(|b| self.needs_new_block(v.blocks[*b]))
+            .filter(|b| Self::needs_new_block(v, *b))
             .map(|b| (b, v.blocks[b]))
             .collect();
         for (b, old) in breaks {
             self.unref(old);
             self.next_pid += 1;
             self.refs.insert(self.next_pid, 1);
+            let time = self.time;
             if let Some(v) = self.vols.get_mut(&dev) {
                 v.blocks[b] = self.next_pid;
+                v.mapped_at[b] = time;
             }
         }
         if let Some(v) = self.vols.get_mut(&dev) {
@@ -236,6 +253,32 @@ mod tests {
         assert_eq!(m.used_blocks(), 4, "the metadata snapshot holds them");
         m.release_meta_snap();
         assert_eq!(m.used_blocks(), 1);
+    }
+
+    #[test]
+    fn sharing_is_by_snapshot_time() {
+        let mut m = Model::default();
+        m.create(0, 1);
+        m.write(0, 0, 128, 2);
+        m.snap(1, 0, 3);
+        m.delete(1);
+        // As in dm-thin: the mapping predates thin 0's last snapshot.
+        assert_eq!(m.blocks_needed(0, 0, 1), 1);
+        m.reserve_meta_snap();
+        m.write(0, 0, 1, 4);
+        assert_eq!(
+            m.used_blocks(),
+            2,
+            "the old block is held by the metadata snapshot"
+        );
+        assert_eq!(m.blocks_needed(0, 0, 1), 0);
+        m.create(2, 5);
+        m.write(2, 0, 1, 6);
+        assert_eq!(
+            m.blocks_needed(2, 0, 1),
+            0,
+            "a new thin's own mappings are not shared"
+        );
     }
 
     #[test]

@@ -269,13 +269,11 @@ fn gen_during(rng: &mut Rng, s: &mut Shape, busy: &[u32]) -> Op {
             noflush: rng.below(2) == 0,
         },
         2 => Op::Reload(gen_target(rng, s)),
-        3 => {
-            s.held = !s.held;
-            if s.held {
-                Op::ReserveMetaSnap
-            } else {
-                Op::ReleaseMetaSnap
-            }
+        // Not a reserve: which in-flight writes its snapshot holds is not
+        // known, so neither are the blocks it keeps in use.
+        3 if s.held => {
+            s.held = false;
+            Op::ReleaseMetaSnap
         }
         4 if !idle.is_empty() && s.live.len() < MAX_THINS => {
             let dev = s.next_dev;
