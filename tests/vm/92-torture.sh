@@ -19,12 +19,7 @@
 # TORTURE_SEED=S repeats a run (the seed is printed; default: the time);
 # TORTURE_OPS=K operations per sequence (default 40);
 # TORTURE_SKIP=KIND,... leaves out operations of those kinds (rthin-torture
-# --skip). Its default names the kinds that hit a known rthin bug whose fix
-# is not in this tree yet, so the rest still runs in make check and the
-# known bug is reported, not hidden; TORTURE_SKIP= runs everything.
-#   error_swap_pool: issue 30 item 2, the pool object dies with its last
-#   table while thins still use it (after a swap to error and back, thins
-#   write through a pool object the new table does not see).
+# --skip), to look at one bug at a time; by default everything runs.
 . /rthin/tests/lib.sh
 
 run modprobe dm-thin-pool
@@ -32,9 +27,8 @@ run modprobe dm-delay
 for d in /dev/ram0 /dev/ram1; do
 	[ "$(sectors $d)" -ge 524288 ] || fail "$d is smaller than 256 MiB"
 done
-KNOWN_BUGS=error_swap_pool
-skip=${TORTURE_SKIP-$KNOWN_BUGS}
-[ -z "$skip" ] || note "torture: not generating $skip (known rthin bugs, see the comment of 92-torture.sh); TORTURE_SKIP= runs them"
+skip=${TORTURE_SKIP:-}
+[ -z "$skip" ] || note "torture: not generating $skip (TORTURE_SKIP)"
 args="--seed ${TORTURE_SEED:-$(date +%s)} --ops ${TORTURE_OPS:-40} --skip ${skip:-,}"
 if [ -n "${TORTURE_SEQUENCES:-}" ]; then
 	args="$args --sequences $TORTURE_SEQUENCES"
