@@ -763,7 +763,7 @@ pub fn dump(path: &str, mode: OpenMode) -> Result<i32> {
     let r = dump_xml(&md, &mut out).and_then(|_| out.flush().map_err(DumpError::Io));
     match r {
         Ok(()) => Ok(exit::OK),
-        Err(DumpError::Io(e)) => Err(crate::io_error(e)),
+        Err(DumpError::Io(e)) => Err(crate::explain::io_error(e)),
         Err(DumpError::Core(e)) => Err(core_sentence(path, e)),
     }
 }

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::dm::lv_name;
-use crate::model::{Pool, Scan, Thin};
+use crate::model::{pool_of, Pool, Scan, Thin};
 use crate::status::{PoolModeWord, PoolStatus, PoolUsage, ThinStatus};
 use crate::units::{round_percent, Pct, Units};
 use crate::view::{Col, View};
@@ -916,6 +916,22 @@ pub fn prometheus(pools: &[(&Pool, Vec<&Thin>)]) -> String {
         }
     }
     out
+}
+
+/// The `--json` report of `status` and `ls`: `pools` with their thins,
+/// `thins` beside them.
+pub fn json_report(scan: &Scan, pools: &[&Pool], thins: &[&Thin]) -> JReport {
+    JReport {
+        schema: STATUS_SCHEMA,
+        pools: pools
+            .iter()
+            .map(|p| pool_json(p, &thins_of(scan, p)))
+            .collect(),
+        other_thins: thins
+            .iter()
+            .map(|t| thin_json(pool_of(scan, t), t))
+            .collect(),
+    }
 }
 
 #[cfg(test)]
