@@ -317,6 +317,9 @@ impl Transport for DmTransport {
 }
 
 #[cfg(test)]
+pub mod fake;
+
+#[cfg(test)]
 mod tests {
     use super::{lv_name, Owner};
 

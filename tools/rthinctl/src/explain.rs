@@ -295,6 +295,14 @@ pub fn explain_message(pool: &str, msg: &Msg, errno: i32, facts: &Facts) -> Erro
         .note("the kernel's own explanation is in the kernel log: dmesg | grep thin")
 }
 
+/// A closed stdout (the reader went away) ends the command quietly.
+pub fn io_error(e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        return Error::new(exit::OK, "");
+    }
+    Error::new(exit::OTHER, format!("cannot write the output: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

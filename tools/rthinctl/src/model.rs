@@ -76,7 +76,8 @@ pub struct Scan {
     pub others: Vec<(String, DevT, String)>,
 }
 
-fn dm_err(op: &str, dev: &str, e: DmErr) -> Error {
+/// An ioctl failure as a sentence.
+pub fn dm_err(op: &str, dev: &str, e: DmErr) -> Error {
     explain_ioctl(op, dev, e.errno, &e.text)
 }
 
@@ -247,9 +248,58 @@ pub fn read_pool(t: &dyn Transport, name: &str, dev: DevT) -> Result<Pool> {
     }
 }
 
+/// The pool `th` belongs to, if it is active.
+pub fn pool_of<'a>(scan: &'a Scan, th: &Thin) -> Option<&'a Pool> {
+    th.pool
+        .and_then(|d| scan.pools.iter().find(|p| p.info.dev == d))
+}
+
+pub fn select<'a>(scan: &'a Scan, devs: &[String]) -> Result<(Vec<&'a Pool>, Vec<&'a Thin>)> {
+    if devs.is_empty() {
+        let orphans = scan
+            .thins
+            .iter()
+            .filter(|t| pool_of(scan, t).is_none())
+            .collect();
+        return Ok((scan.pools.iter().collect(), orphans));
+    }
+    let mut list: Vec<(String, DevT)> = scan
+        .pools
+        .iter()
+        .map(|p| (p.name.clone(), p.info.dev))
+        .collect();
+    list.extend(scan.thins.iter().map(|t| (t.name.clone(), t.info.dev)));
+    list.extend(scan.others.iter().map(|o| (o.0.clone(), o.1)));
+    let (mut pools, mut thins) = (Vec::new(), Vec::new());
+    for d in devs {
+        let name = resolve(d, &list)?;
+        if let Some(p) = scan.pools.iter().find(|p| p.name == name) {
+            pools.push(p);
+        } else if let Some(t) = scan.thins.iter().find(|t| t.name == name) {
+            thins.push(t);
+        } else {
+            let ty = scan
+                .others
+                .iter()
+                .find(|o| o.0 == name)
+                .map(|o| o.2.as_str())
+                .unwrap_or("");
+            return Err(Error::new(
+                exit::NOT_FOUND,
+                format!(
+                    "{name} is a {} device, neither a thin pool nor a thin",
+                    if ty.is_empty() { "table-less" } else { ty }
+                ),
+            ));
+        }
+    }
+    Ok((pools, thins))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dm::fake::{d, Fake};
 
     #[test]
     fn resolve_names() {
@@ -282,5 +332,20 @@ mod tests {
             resolve("/nonexistent/x", &list).unwrap_err().code,
             exit::NOT_FOUND
         );
+    }
+
+    #[test]
+    fn scan_finds_the_pool_of_a_failed_thin_and_costs_o_devices() {
+        let f = Fake::new(|_| Ok(None));
+        let scan = scan_all(&f).unwrap();
+        assert_eq!(scan.pools.len(), 1);
+        assert_eq!(scan.thins.len(), 5);
+        let failed = scan.thins.iter().find(|t| t.name == "failed").unwrap();
+        assert_eq!(failed.pool, Some(d(0)));
+        assert_eq!(failed.dev_id, None);
+        assert_eq!(scan.others.len(), 1);
+        // One list, one table per device, one status per pool/thin, one deps
+        // for the thin whose table reads Fail.
+        assert_eq!(f.calls.borrow().len(), 1 + 7 + 6 + 1);
     }
 }

@@ -11,32 +11,16 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use serde::Serialize;
 
+use crate::cli::WatchArgs;
+use crate::context::Ctx;
 use crate::dm::Transport;
 use crate::explain::{exit, Error, Result};
 use crate::model::{resolve, scan_all, Pool};
-use crate::ops::Ctx;
 use crate::report::{self, META_BLOCK_BYTES};
 use crate::status::PoolStatus;
 use crate::units::Pct;
-
-/// `watch` options.
-#[derive(Args, Debug)]
-pub struct WatchArgs {
-    /// Pools to watch (default: all).
-    pools: Vec<String>,
-    /// Seconds between samples.
-    #[arg(long, default_value_t = 2.0, value_name = "SECS")]
-    interval: f64,
-    /// Stop after this many samples (default: run until interrupted).
-    #[arg(long, value_name = "N")]
-    count: Option<u64>,
-    /// Seconds of history used for the fill rate.
-    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
-    window: f64,
-}
 
 /// JSON schema of one `watch --json` line.
 pub const WATCH_SCHEMA: &str = "rthinctl.watch/1";
@@ -108,7 +92,7 @@ struct JSample {
 }
 
 /// Runs the watch loop.
-pub fn watch(ctx: &Ctx, t: &dyn Transport, a: &WatchArgs) -> Result<i32> {
+pub fn run(ctx: &Ctx, t: &dyn Transport, a: &WatchArgs) -> Result<i32> {
     if !(a.interval.is_finite() && a.interval > 0.0) {
         return Err(Error::usage(
             "--interval must be a positive number of seconds",
