@@ -10,22 +10,27 @@
 #                   lockdep, RCU and atomic-sleep checks; several times slower than check)
 #   make demo       boots the VM and shows what rthin does (provisioning, snapshots, discards,
 #                   rthinctl, the pool moving to the C dm-thin and back), every claim checked
-#   make module     builds dm-rthin.ko (and, if missing, the sysroot and kernel)
+#   make module     builds dm-rthin.ko without selftests for the test kernel (and, if
+#                   missing, the sysroot and kernel) into build/module-noselftest;
+#                   SELFTEST=1: with the KUnit suites, into build/module (what the test VM loads);
+#                   KDIR=<prepared kernel tree> or KVER=<release> (KDIR=/lib/modules/KVER/build):
+#                   against that kernel instead, into build/module-<release>
 #   make vm-shell   boots the VM with a shell, module loaded
 #   make soak       tests/vm/90-soak.sh for 20 minutes (mixed fio, snapshots, discards, suspends, reloads)
 #   make bench      dm-linear, C dm-thin and rthin side by side, every case (TCG: over an hour)
 #   make bench-quick  cases 2 (4k randread), 7 (a 32 GiB volume) and 8 (first touches), a short case 4
 #   make host-test  cargo fmt --check, clippy and cargo test only
-#   make install    rthinctl, its man pages and completions, and dm-rthin.ko (Kbuild
-#                   modules_install + depmod, for the test kernel); DESTDIR= and PREFIX=
-#                   (default /usr/local) as packagers expect
+#   make install    rthinctl (stripped), its man pages and completions; DESTDIR= and
+#                   PREFIX= (default /usr/local) as packagers expect; no kernel, no module
+#   make install-module KVER=<release> | KDIR=<tree>  dm-rthin.ko for that kernel (Kbuild
+#                   modules_install; depmod unless DESTDIR=); without either, the test kernel's
 #   make clean      removes this clone's build output (the cache stays)
 #
 # Slow artefacts are cached under $(RTHIN_CACHE) (default ~/.cache/rthin).
 
 SHELL := /bin/bash
 
-.PHONY: install check check-debug vm-test vm-durations soak demo module kernel sysroot vm-shell host-test clean bench bench-quick
+.PHONY: install install-module check check-debug vm-test vm-durations soak demo module kernel sysroot vm-shell host-test clean bench bench-quick
 
 check:
 	scripts/check.sh
@@ -41,14 +46,15 @@ vm-test:
 vm-durations:
 	scripts/vm/timing.py --durations tests/vm/durations.txt build/results/shard-*
 
-soak: module
+soak:
+	SELFTEST=1 scripts/module.sh
 	cargo build --release -q -p rthinctl && scripts/initramfs.sh build/initramfs-soak.cpio.gz && scripts/vm.sh --only soak --env SOAK_SECONDS=1200 --test-timeout 1500 --timeout 2400 --disk 4 --disk 4 build/initramfs-soak.cpio.gz build/results-soak
 
 demo:
 	scripts/demo.sh
 
 module:
-	scripts/module.sh
+	SELFTEST="$(SELFTEST)" KDIR="$(KDIR)" KVER="$(KVER)" scripts/module.sh
 
 kernel:
 	scripts/kernel.sh
@@ -56,7 +62,8 @@ kernel:
 sysroot:
 	scripts/sysroot.sh
 
-vm-shell: module
+vm-shell:
+	SELFTEST=1 scripts/module.sh
 	scripts/initramfs.sh build/initramfs-shell.cpio.gz
 	scripts/vm.sh --mode shell build/initramfs-shell.cpio.gz build/shell
 
@@ -68,6 +75,9 @@ bench-quick:
 
 install:
 	DESTDIR="$(DESTDIR)" PREFIX="$(or $(PREFIX),/usr/local)" scripts/install.sh
+
+install-module:
+	DESTDIR="$(DESTDIR)" KDIR="$(KDIR)" KVER="$(KVER)" scripts/install.sh --module
 
 host-test:
 	cargo fmt --all -- --check

@@ -306,6 +306,7 @@ impl PoolState {
 }
 
 /// Scenarios for the module's KUnit suite.
+#[cfg(feature = "selftest")]
 pub(crate) mod selftest {
     use super::*;
 
