@@ -81,7 +81,10 @@ pub(crate) struct PoolCache {
     /// these ids drops them first (ids are reused); once the list is full,
     /// one pass drops them all. So a delete costs no pass over the slots,
     /// which are sized by the pool (64 MiB in any pool over 64 GiB): the
-    /// `lvremove` of a thin that was active.
+    /// `lvremove` of a thin that was active. Kept sorted as ids go in (the
+    /// pass binary-searches it): not `sort_unstable`, whose panic on an
+    /// inconsistent order objtool does not know to be noreturn with the
+    /// rustc distribution kernels are built by (Debian's 1.85).
     deleted_devs: KVec<u32>,
 }
 
@@ -160,13 +163,14 @@ impl PoolCache {
         if self.deleted_devs.len() == DELETED_DEVS_MAX {
             self.forget_deleted();
         }
-        // Cannot fail: the list was made with room for the most it holds.
-        let _ = self.deleted_devs.push_within_capacity(dev);
+        if let Err(at) = self.deleted_devs.binary_search(&dev) {
+            // Cannot fail: the list was made with room for the most it holds.
+            let _ = self.deleted_devs.insert_within_capacity(at, dev);
+        }
     }
 
     /// Drops the entries of every device in `deleted_devs`, in one pass.
     fn forget_deleted(&mut self) {
-        self.deleted_devs.as_mut_slice().sort_unstable();
         if let Some(c) = self.get() {
             c.invalidate_devs(&self.deleted_devs);
         }
