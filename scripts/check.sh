@@ -104,11 +104,28 @@ install_check() {
 	rm -rf "$d"
 	return $rc
 }
+# make deb: both packages build and hold what they are for.
+deb_check() {
+	"$RTHIN_ROOT/scripts/deb.sh" >/dev/null || return 1
+	local rc=0 v deb list
+	v=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$RTHIN_ROOT/tools/rthinctl/Cargo.toml" | head -1)
+	list=$(dpkg-deb -c "$RTHIN_OUT/deb/rthin-dkms_${v}_all.deb") || return 1
+	for f in dkms.conf Kbuild rust/rthin_main.rs rust/core/src/lib.rs rust/shim/rthin_shim.c scripts/dkms-make.sh scripts/kdir-check.sh; do
+		grep -q " \./usr/src/rthin-$v/$f\$" <<<"$list" || { echo "rthin-dkms: no /usr/src/rthin-$v/$f" >&2; rc=1; }
+	done
+	deb=$(compgen -G "$RTHIN_OUT/deb/rthinctl_${v}_*.deb") || { echo "make deb built no rthinctl package" >&2; return 1; }
+	list=$(dpkg-deb -c "$deb") || return 1
+	for f in sbin/rthinctl share/man/man8/rthinctl.8 share/doc/rthinctl/examples/modprobe.d/rthin.conf; do
+		grep -q " \./usr/$f\$" <<<"$list" || { echo "rthinctl package: no /usr/$f" >&2; rc=1; }
+	done
+	return $rc
+}
 host_oracle() {
 	phase_begin
 	step "metadata core against thin_check/thin_dump/thin_restore" oracle || true
 	step "rthinctl meta on images of thin-provisioning-tools 0.9.0 and 1.x" meta_images || true
 	step "make install DESTDIR=(temporary): the tools, stripped, no module" install_check || true
+	step "make deb: the rthinctl and rthin-dkms packages" deb_check || true
 	phase_end "oracle (core against thin-provisioning-tools)"
 }
 [ "$host_steps" = 1 ] && [ "$host_parallel" != 1 ] && host_tests
