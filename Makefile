@@ -15,6 +15,9 @@
 #                   SELFTEST=1: with the KUnit suites, into build/module (what the test VM loads);
 #                   KDIR=<prepared kernel tree> or KVER=<release> (KDIR=/lib/modules/KVER/build):
 #                   against that kernel instead, into build/module-<release>
+#   make distro-module  prepares a tree for Debian's own kernel (RTHIN_DISTRO_KVER, default
+#                   7.3.4+deb13-amd64) from its packages, builds the module for it and
+#                   checks it imports only symbols that kernel exports (scripts/distro-kernel.sh)
 #   make vm-shell   boots the VM with a shell, module loaded
 #   make soak       tests/vm/90-soak.sh for 20 minutes (mixed fio, snapshots, discards, suspends, reloads)
 #   make bench      dm-linear, C dm-thin and rthin side by side, every case (TCG: over an hour)
@@ -24,13 +27,16 @@
 #                   PREFIX= (default /usr/local) as packagers expect; no kernel, no module
 #   make install-module KVER=<release> | KDIR=<tree>  dm-rthin.ko for that kernel (Kbuild
 #                   modules_install; depmod unless DESTDIR=); without either, the test kernel's
+#   make deb        build/deb: the rthinctl and rthin-dkms Debian packages (scripts/deb.sh)
+#   make dkms-check dkms build of rthin-dkms for Debian's kernel in the sysroot, then the
+#                   symbol check (after make distro-module; scripts/dkms-check.sh)
 #   make clean      removes this clone's build output (the cache stays)
 #
 # Slow artefacts are cached under $(RTHIN_CACHE) (default ~/.cache/rthin).
 
 SHELL := /bin/bash
 
-.PHONY: install install-module check check-debug vm-test vm-durations soak demo module kernel sysroot vm-shell host-test clean bench bench-quick
+.PHONY: install install-module distro-module deb dkms-check check check-debug vm-test vm-durations soak demo module kernel sysroot vm-shell host-test clean bench bench-quick
 
 check:
 	scripts/check.sh
@@ -55,6 +61,15 @@ demo:
 
 module:
 	SELFTEST="$(SELFTEST)" KDIR="$(KDIR)" KVER="$(KVER)" scripts/module.sh
+
+distro-module:
+	scripts/distro-kernel.sh
+
+deb:
+	scripts/deb.sh
+
+dkms-check:
+	scripts/dkms-check.sh
 
 kernel:
 	scripts/kernel.sh
