@@ -27,6 +27,9 @@
 #                   PREFIX= (default /usr/local) as packagers expect; no kernel, no module
 #   make install-module KVER=<release> | KDIR=<tree>  dm-rthin.ko for that kernel (Kbuild
 #                   modules_install; depmod unless DESTDIR=); without either, the test kernel's
+#   make distro-check  boots Debian's own kernel (its vmlinuz and modules) in QEMU, loads
+#                   the module make distro-module built for it, checks a pool, thin volume,
+#                   snapshot, thin_check and the C dm-thin on it (opt-in; scripts/distro-boot.sh)
 #   make deb        build/deb: the rthinctl and rthin-dkms Debian packages (scripts/deb.sh)
 #   make dkms-check dkms build of rthin-dkms for Debian's kernel in the sysroot, then the
 #                   symbol check (after make distro-module; scripts/dkms-check.sh)
@@ -36,7 +39,7 @@
 
 SHELL := /bin/bash
 
-.PHONY: install install-module distro-module deb dkms-check check check-debug vm-test vm-durations soak demo module kernel sysroot vm-shell host-test clean bench bench-quick
+.PHONY: install install-module distro-module distro-check deb dkms-check check check-debug vm-test vm-durations soak demo module kernel sysroot vm-shell host-test clean bench bench-quick
 
 check:
 	scripts/check.sh
@@ -64,6 +67,9 @@ module:
 
 distro-module:
 	scripts/distro-kernel.sh
+
+distro-check:
+	scripts/distro-boot.sh
 
 deb:
 	scripts/deb.sh
