@@ -29,7 +29,8 @@
 #                   modules_install; depmod unless DESTDIR=); without either, the test kernel's
 #   make distro-check  boots Debian's own kernel (its vmlinuz and modules) in QEMU, loads
 #                   the module make distro-module built for it, checks a pool, thin volume,
-#                   snapshot, thin_check and the C dm-thin on it (opt-in; scripts/distro-boot.sh)
+#                   snapshot, thin_check and the C dm-thin on it, then a subset of tests/vm
+#                   (RTHIN_DISTRO_TESTS; opt-in, about 3.5 minutes; scripts/distro-boot.sh)
 #   make deb        build/deb: the rthinctl and rthin-dkms Debian packages (scripts/deb.sh)
 #   make dkms-check dkms build of rthin-dkms for Debian's kernel in the sysroot, then the
 #                   symbol check (after make distro-module; scripts/dkms-check.sh)
