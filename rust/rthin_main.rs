@@ -24,6 +24,8 @@ use rthin_core::{core_error, dm, metadata, pdata};
 
 mod glue;
 mod io;
+// Built only with SELFTEST=1 (the test VM): an installed module carries no test code.
+#[cfg(feature = "selftest")]
 mod kunit;
 mod pool;
 mod targets;

@@ -71,7 +71,7 @@ start=$(date +%s)
 # The host is shared: its load is part of the result.
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 if [ -z "$moddir" ]; then
-	"$RTHIN_ROOT/scripts/module.sh"
+	SELFTEST=1 "$RTHIN_ROOT/scripts/module.sh"
 	moddir=$RTHIN_OUT/module
 	modsrc=$(cd "$RTHIN_ROOT" && git describe --always --dirty)
 else

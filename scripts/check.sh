@@ -89,21 +89,43 @@ meta_images() {
 install_check() {
 	local d rc=0
 	d=$(mktemp -d)
-	RTHIN_INSTALL_MODULE=0 DESTDIR=$d PREFIX=/usr "$RTHIN_ROOT/scripts/install.sh" >/dev/null || rc=1
+	DESTDIR=$d PREFIX=/usr "$RTHIN_ROOT/scripts/install.sh" >/dev/null || rc=1
 	for f in sbin/rthinctl share/man/man8/rthinctl.8 share/man/man8/rthinctl-meta-check.8 \
 		share/bash-completion/completions/rthinctl share/zsh/site-functions/_rthinctl \
 		share/fish/vendor_completions.d/rthinctl.fish; do
 		[ -s "$d/usr/$f" ] || { echo "make install: no $f" >&2; rc=1; }
 	done
 	grep -q 'fB.-.-live' "$d/usr/share/man/man8/rthinctl-meta-check.8" || { echo "man page lacks --live" >&2; rc=1; }
+	if readelf -S --wide "$d/usr/sbin/rthinctl" | grep -q '\.symtab'; then
+		echo "make install: rthinctl is not stripped" >&2
+		rc=1
+	fi
+	[ ! -e "$d/lib/modules" ] || { echo "make install installed a module (make install-module does)" >&2; rc=1; }
 	rm -rf "$d"
+	return $rc
+}
+# make deb: both packages build and hold what they are for.
+deb_check() {
+	"$RTHIN_ROOT/scripts/deb.sh" >/dev/null || return 1
+	local rc=0 v deb list
+	v=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$RTHIN_ROOT/tools/rthinctl/Cargo.toml" | head -1)
+	list=$(dpkg-deb -c "$RTHIN_OUT/deb/rthin-dkms_${v}_all.deb") || return 1
+	for f in dkms.conf Kbuild rust/rthin_main.rs rust/core/src/lib.rs rust/shim/rthin_shim.c scripts/dkms-make.sh scripts/kdir-check.sh; do
+		grep -q " \./usr/src/rthin-$v/$f\$" <<<"$list" || { echo "rthin-dkms: no /usr/src/rthin-$v/$f" >&2; rc=1; }
+	done
+	deb=$(compgen -G "$RTHIN_OUT/deb/rthinctl_${v}_*.deb") || { echo "make deb built no rthinctl package" >&2; return 1; }
+	list=$(dpkg-deb -c "$deb") || return 1
+	for f in sbin/rthinctl share/man/man8/rthinctl.8 share/doc/rthinctl/examples/modprobe.d/rthin.conf; do
+		grep -q " \./usr/$f\$" <<<"$list" || { echo "rthinctl package: no /usr/$f" >&2; rc=1; }
+	done
 	return $rc
 }
 host_oracle() {
 	phase_begin
 	step "metadata core against thin_check/thin_dump/thin_restore" oracle || true
 	step "rthinctl meta on images of thin-provisioning-tools 0.9.0 and 1.x" meta_images || true
-	step "make install DESTDIR=(temporary) without the module" install_check || true
+	step "make install DESTDIR=(temporary): the tools, stripped, no module" install_check || true
+	step "make deb: the rthinctl and rthin-dkms packages" deb_check || true
 	phase_end "oracle (core against thin-provisioning-tools)"
 }
 [ "$host_steps" = 1 ] && [ "$host_parallel" != 1 ] && host_tests
@@ -117,7 +139,7 @@ vm_log=$RTHIN_OUT/vm-suite$RTHIN_FLAVOR_SUFFIX.log
 # Dependent steps: the VM needs the module, rthinctl and the initramfs.
 vm_pid=
 phase_begin
-if step "kernel module build (W=1, clippy, warning-free)" "$RTHIN_ROOT/scripts/module.sh"; then
+if step "kernel module build (W=1, clippy, warning-free)" env SELFTEST=1 "$RTHIN_ROOT/scripts/module.sh"; then
 	phase_end "module build"
 	phase_begin
 	if step "rthinctl, rthin-crashtest and rthin-torture release build" cargo build --release --quiet -p rthinctl -p rthin-crashtest -p rthin-torture &&

@@ -5,7 +5,7 @@
 # DEMO OK; otherwise its last lines say which step failed.
 . "$(dirname "$0")/lib.sh"
 
-"$RTHIN_ROOT/scripts/module.sh"
+SELFTEST=1 "$RTHIN_ROOT/scripts/module.sh"
 "$RTHIN_ROOT/scripts/host-deps.sh"
 (cd "$RTHIN_ROOT" && cargo build --release --quiet -p rthinctl)
 "$RTHIN_ROOT/scripts/initramfs.sh" "$RTHIN_OUT/initramfs-demo.cpio.gz"

@@ -13,6 +13,9 @@
     unreachable_pub,
     improper_ctypes,
     unsafe_op_in_unsafe_fn,
+    // `unnecessary_transmutes` exists from rustc 1.88; older compilers that
+    // distribution kernels are built with (Debian's 1.85) do not know it.
+    unknown_lints,
     unnecessary_transmutes,
     clippy::all,
     clippy::undocumented_unsafe_blocks,

@@ -164,7 +164,10 @@ impl Bio<'_> {
     /// The in-flight read side recorded by [`Self::track`], once.
     pub(crate) fn take_inflight(&mut self) -> Option<IoToken> {
         let ctx = self.per_bio_data()?;
-        let scp = core::mem::take(&mut ctx.inflight);
+        // Not `mem::take`: see `hook::release_owner` (rustc 1.85 has no
+        // `Default` for raw pointers).
+        let scp = ctx.inflight;
+        ctx.inflight = core::ptr::null_mut();
         // SAFETY: a non-null `inflight` was stored from a token by `track`
         // and is cleared here, so it is ended once.
         NonNull::new(scp).map(|p| unsafe { IoToken::from_raw(p) })

@@ -454,6 +454,7 @@ unsafe extern "C" fn write_callback(b: *mut dm::dm_buffer) {
 }
 
 /// Pure logic of the aux encoding, for KUnit.
+#[cfg(feature = "selftest")]
 pub(crate) mod selftest {
     use super::*;
 

@@ -234,6 +234,7 @@ impl<T: Drain> Drop for CpuQueues<T> {
 }
 
 /// Scenarios for the module's KUnit suite (they need a running kernel).
+#[cfg(feature = "selftest")]
 pub(crate) mod selftest {
     use core::{
         ptr::{self, NonNull},

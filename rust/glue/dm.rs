@@ -421,6 +421,7 @@ pub(crate) mod features {
 }
 
 /// Scenarios for the module's KUnit suite.
+#[cfg(feature = "selftest")]
 pub(crate) mod selftest {
     use kernel::{ffi::c_char, prelude::*};
 

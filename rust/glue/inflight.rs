@@ -291,6 +291,7 @@ impl<T: GpDone> GpWaiter<T> {
 }
 
 /// Scenarios for the module's KUnit suite (they need a running kernel).
+#[cfg(feature = "selftest")]
 pub(crate) mod selftest {
     use kernel::{
         prelude::*,

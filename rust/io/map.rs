@@ -125,6 +125,7 @@ impl ThinIo {
 }
 
 /// Scenarios for the module's KUnit suite.
+#[cfg(feature = "selftest")]
 pub(crate) mod selftest {
     use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use kernel::{

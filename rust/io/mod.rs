@@ -51,6 +51,7 @@ mod map;
 mod provision;
 mod worker;
 
+#[cfg(feature = "selftest")]
 pub(crate) use map::selftest;
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};

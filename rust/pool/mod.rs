@@ -91,6 +91,7 @@ impl<F: Fn(&mut fmt::Formatter<'_>) -> fmt::Result> kernel::fmt::Display for Sho
 }
 
 /// Pure logic of the pool object, for KUnit.
+#[cfg(feature = "selftest")]
 pub(crate) mod selftest {
     pub(crate) use super::space::selftest::metadata_reserve;
 }

@@ -62,6 +62,7 @@ fn free_after_reserve(total: u64, free: u64) -> u64 {
 }
 
 /// Pure logic of the pool target, for KUnit.
+#[cfg(feature = "selftest")]
 pub(crate) mod selftest {
     /// The metadata reserve matches dm-thin's numbers.
     pub(crate) fn metadata_reserve() -> bool {

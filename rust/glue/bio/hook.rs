@@ -114,7 +114,10 @@ pub(super) fn store_token(ctx: Option<&mut PerBio>, tracker: &IoTracker, token: 
 /// `Completed`), if any; in process context only.
 pub(super) fn release_owner(ctx: &mut PerBio) {
     if ctx.state == HookState::Completed && !ctx.owner.is_null() {
-        let owner = core::mem::take(&mut ctx.owner);
+        // Not `mem::take`: raw pointers implement `Default` only from rustc
+        // 1.88, and distribution kernels are built by older ones (Debian's 1.85).
+        let owner = ctx.owner;
+        ctx.owner = core::ptr::null();
         // SAFETY: a hook stored `owner` with its `release_owner` and nothing
         // let it go yet (it is cleared here).
         unsafe { (ctx.release_owner)(owner) };

@@ -26,8 +26,13 @@ const OFF_VS: usize = 24;
 /// `max_entries` for a value size, computed the kernel's way: the largest
 /// multiple of 3 such that the entries fit.
 pub const fn calc_max_entries(value_size: usize) -> usize {
-    let per = 8 + value_size;
-    3 * (((BLOCK_SIZE - HEADER_SIZE) / per) / 3)
+    // `checked_div`, though the divisor is at least 8: older compilers (rustc 1.85,
+    // which distribution kernels are built by) keep a division-by-zero
+    // panic here, and objtool does not know that panic never returns.
+    match (BLOCK_SIZE - HEADER_SIZE).checked_div(8 + value_size) {
+        Some(entries) => 3 * (entries / 3),
+        None => 0,
+    }
 }
 
 /// Decoded, validated node header.
