@@ -26,9 +26,9 @@ use crate::dm::pool_mode::IoError;
 mod hook;
 mod list;
 
-pub(in crate::glue) use hook::HookState;
+pub(in crate::glue) use hook::{pending_per_bio, HookState};
 use hook::{per_bio_of, release_owner, store_token};
-pub(crate) use hook::{Fill, PerBio, Provision};
+pub(crate) use hook::{PerBio, Provision};
 pub(crate) use list::BioList;
 
 /// What a bio asks for, as far as thin provisioning cares.

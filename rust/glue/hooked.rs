@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Handing hooked bios back: a provision submits a bio that writes its new
-//! block, or parks it in the kcopyd job that fills the block, so that its
-//! completion (a bio end or a kcopyd notify, in interrupt context) pushes it
-//! on its owner's completion lane instead of ending it
+//! Handing hooked bios back: a provision submits a bio that writes into its
+//! new block together with the kcopyd jobs that fill the rest of the block,
+//! so that the last of their completions (a bio end or a kcopyd notify, in
+//! interrupt context) pushes the bio on its owner's completion lane instead
+//! of ending it
 //! (`Documentation/io-path.md`, "Hook states"). What the per-bio data holds
 //! meanwhile is in `bio/hook.rs`.
 //!
@@ -11,7 +12,10 @@
 //! the bio ends, so an owner cannot go while a bio may still come back to it.
 //! The completion only borrows it; a worker lets it go.
 
-use core::ptr::NonNull;
+use core::{
+    ptr::NonNull,
+    sync::atomic::{AtomicBool, AtomicU8, Ordering},
+};
 use kernel::{
     bindings,
     sync::{Arc, ArcBorrow},
@@ -19,9 +23,10 @@ use kernel::{
 
 use super::{
     bindings as dm,
-    bio::{HookState, OwnedBio, PerBio, Provision},
+    bio::{pending_per_bio, HookState, OwnedBio, PerBio, Provision},
     deferred::{CpuQueues, Drain},
     device::BdevHandle,
+    kcopyd::{Kcopyd, Rest},
     queue::IoQueue,
 };
 
@@ -34,47 +39,32 @@ pub(crate) trait Requeue: Drain + Sized {
     fn completion_lane(&self) -> (&CpuQueues<Self>, &IoQueue);
 }
 
-/// How a hooked bio's I/O ended.
-#[derive(Clone, Copy)]
-enum HookEnd {
-    /// Its own write, submitted with `hooked_endio`: dm's end_io goes back.
-    Write,
-    /// The kcopyd fill it was parked in, and whether it succeeded.
-    Fill { ok: bool },
-}
-
 /// Hands a hooked bio back to the owner its per-bio data names.
 ///
 /// # Safety
 /// `raw` is a bio dm lent to our map call with per-bio data, hooked by
-/// [`OwnedBio::submit_hooked`] (`end` is `Write`) or [`OwnedBio::into_fill_hook`]
-/// (`Fill`) with an owner of type `T`, and its hooked I/O has just ended.
-unsafe fn hand_back<T: Requeue>(raw: *mut bindings::bio, end: HookEnd) {
-    let Some(nn) = NonNull::new(raw) else {
-        return;
-    };
+/// [`OwnedBio::submit_hooked`] with an owner of type `T`; its write and the
+/// kcopyd jobs filling the rest of its block have all ended, and nothing
+/// else touches it or its per-bio data.
+unsafe fn hand_back<T: Requeue>(raw: NonNull<bindings::bio>) {
     // It is ours again until we end it.
     let mut bio = OwnedBio {
-        raw: nn,
+        raw,
         per_bio: true,
     };
     let Some(ctx) = bio.per_bio() else {
         return;
     };
     ctx.state = HookState::Completed;
-    let restore = match end {
-        HookEnd::Write => {
-            ctx.fill_ok = true;
-            Some(ctx.saved_end_io)
+    if ctx.fill_failed.load(Ordering::Relaxed) {
+        // SAFETY: we own the bio again. A write that succeeded into a block
+        // whose fill failed fails too: its block is not mapped.
+        unsafe {
+            let status = &mut (*raw.as_ptr()).bi_status;
+            if *status == 0 {
+                *status = dm::RTHIN_BLK_STS_IOERR;
+            }
         }
-        HookEnd::Fill { ok } => {
-            ctx.fill_ok = ok;
-            None
-        }
-    };
-    if let Some(end_io) = restore {
-        // SAFETY: we own the bio again; `submit_hooked` saved dm's end_io.
-        unsafe { (*nn.as_ptr()).bi_end_io = end_io };
     }
     // SAFETY: per the contract, `owner` holds a reference to a `T`, which
     // the per-bio data keeps until a worker has taken the bio from the lists
@@ -83,6 +73,22 @@ unsafe fn hand_back<T: Requeue>(raw: *mut bindings::bio, end: HookEnd) {
     let owner = unsafe { ArcBorrow::<T>::from_raw(ctx.owner.cast()) };
     let (lists, wq) = owner.completion_lane();
     lists.push(wq, bio);
+}
+
+/// One part of a hooked bio's I/O (its write or a kcopyd job) ended; the
+/// last to end hands the bio back.
+///
+/// # Safety
+/// `raw` is a bio hooked by [`OwnedBio::submit_hooked`] with an owner of
+/// type `T`, and `ctx` its per-bio data; the part ending was counted in
+/// `parts_pending` and ends once.
+unsafe fn part_done<T: Requeue>(raw: NonNull<bindings::bio>, ctx: &PerBio) {
+    // AcqRel: the last part sees what the others did to the bio (its
+    // status, the restored end_io, `fill_failed`) before it takes it.
+    if ctx.parts_pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+        // SAFETY: every part has ended; per the contract otherwise.
+        unsafe { hand_back::<T>(raw) };
+    }
 }
 
 /// Lets go of the owner reference a hook stored in the per-bio data.
@@ -100,92 +106,103 @@ unsafe fn drop_owner<T: Requeue>(owner: *const core::ffi::c_void) {
 /// Set only by `submit_hooked`, whose per-bio data holds an owner of type
 /// `T`.
 unsafe extern "C" fn hooked_endio<T: Requeue>(raw: *mut bindings::bio) {
-    // SAFETY: per the contract; the write ended.
-    unsafe { hand_back::<T>(raw, HookEnd::Write) };
+    let Some(nn) = NonNull::new(raw) else {
+        return;
+    };
+    // SAFETY: per the contract; the bio's write has ended and its hand-back
+    // waits for this part.
+    let ctx = unsafe { pending_per_bio(nn) };
+    // SAFETY: the bio's own fields are ours again (kcopyd's jobs touch only
+    // the per-bio data); `submit_hooked` saved dm's end_io.
+    unsafe { (*raw).bi_end_io = ctx.saved_end_io };
+    // SAFETY: per the contract; the write was counted as a part.
+    unsafe { part_done::<T>(nn, ctx) };
 }
 
-/// kcopyd's notify callback for a bio parked by [`OwnedBio::into_fill_hook`].
+/// kcopyd's notify callback for a job filling part of a hooked bio's block.
 ///
 /// # Safety
-/// `context` is that bio; its per-bio data holds an owner of type `T`.
+/// `context` is a bio hooked by [`OwnedBio::submit_hooked`], whose per-bio
+/// data holds an owner of type `T` and counted this job.
 unsafe extern "C" fn fill_done<T: Requeue>(
     read_err: kernel::ffi::c_int,
     write_err: kernel::ffi::c_ulong,
     context: *mut core::ffi::c_void,
 ) {
-    let end = HookEnd::Fill {
-        ok: read_err == 0 && write_err == 0,
+    let Some(nn) = NonNull::new(context.cast::<bindings::bio>()) else {
+        return;
     };
-    // SAFETY: per the contract; the kcopyd job ended.
-    unsafe { hand_back::<T>(context.cast(), end) };
+    // SAFETY: per the contract; the hand-back waits for this job.
+    let ctx = unsafe { pending_per_bio(nn) };
+    if read_err != 0 || write_err != 0 {
+        ctx.fill_failed.store(true, Ordering::Relaxed);
+    }
+    // SAFETY: per the contract; the job was counted as a part.
+    unsafe { part_done::<T>(nn, ctx) };
 }
 
-/// A bio parked in a kcopyd job: the job's notify callback and its context.
-/// Pass it to exactly one kcopyd call (kcopyd calls notify exactly once,
-/// also on failure), or the bio is stranded.
-#[must_use]
-pub(crate) struct FillHook {
-    pub(in crate::glue) notify: dm::dm_kcopyd_notify_fn,
-    pub(in crate::glue) context: *mut core::ffi::c_void,
+/// How the rest of a hooked bio's new block is filled while the bio writes
+/// its part.
+pub(crate) struct BlockFill<'a> {
+    /// The pool's kcopyd client.
+    pub(crate) kcopyd: &'a Kcopyd,
+    /// What goes into the rest.
+    pub(crate) rest: Rest,
+    /// The new block's first sector on the device the bio goes to.
+    pub(crate) block: u64,
+    /// The parts of the block the bio leaves out, `(offset, count)`
+    /// (`BlockGeometry::uncovered`).
+    pub(crate) parts: [(u64, u64); 2],
 }
 
 impl OwnedBio {
-    /// Records the provision and a reference to the owner in the per-bio
-    /// data; `None` if dm keeps no per-bio data for the bio.
-    fn hook<T: Requeue>(&mut self, owner: &Arc<T>, provision: Provision) -> Option<&mut PerBio> {
-        let ctx = self.per_bio()?;
-        ctx.state = HookState::Pending;
-        ctx.provision = provision;
-        ctx.fill_ok = false;
-        ctx.owner = Arc::into_raw(owner.clone()).cast();
-        ctx.release_owner = drop_owner::<T>;
-        Some(ctx)
-    }
-
-    /// Submits a bio that writes a whole new block, moved to `sector` of
-    /// `dev`, so that when its write completes it comes back to `owner`'s
-    /// [`Requeue::completion_lane`] instead of completing; the owner then
-    /// finds the provision with [`Self::take_provision`]. Hands the bio back
-    /// as it came (not moved: its sector still names its virtual block) if
-    /// dm keeps no per-bio data for it.
+    /// Submits a bio that writes into a new block, moved to `sector` of
+    /// `dev`, and starts the kcopyd jobs that write `fill`'s rest into the
+    /// parts of the block it leaves out (none: the bio writes the whole
+    /// block, or the pool skips zeroing), all at once. When the write and the
+    /// jobs have all ended, the bio comes back to `owner`'s
+    /// [`Requeue::completion_lane`] instead of completing (failed if any of
+    /// them failed); the owner then finds the provision with
+    /// [`Self::take_provision`]. Hands the bio back as it came (not moved:
+    /// its sector still names its virtual block) if dm keeps no per-bio data
+    /// for it.
     pub(crate) fn submit_hooked<T: Requeue>(
         mut self,
         owner: &Arc<T>,
         provision: Provision,
-        dev: &BdevHandle,
-        sector: u64,
+        (dev, sector): (&BdevHandle, u64),
+        fill: Option<BlockFill<'_>>,
     ) -> Result<(), OwnedBio> {
-        let raw = self.raw.as_ptr();
-        let Some(ctx) = self.hook(owner, provision) else {
+        let raw = self.raw;
+        let parts = fill.as_ref().map_or([(0, 0); 2], |f| f.parts);
+        let jobs = parts.iter().filter(|&&(_, count)| count > 0).count();
+        let Some(ctx) = self.per_bio() else {
             return Err(self);
         };
+        ctx.state = HookState::Pending;
+        ctx.provision = provision;
+        // The write and each job; at most 3, so the cast cannot truncate.
+        ctx.parts_pending = AtomicU8::new(1 + jobs as u8);
+        ctx.fill_failed = AtomicBool::new(false);
+        ctx.owner = Arc::into_raw(owner.clone()).cast();
+        ctx.release_owner = drop_owner::<T>;
         // SAFETY: we own the bio; its completion is ours to chain until it
         // ends (`hooked_endio` restores it).
         unsafe {
-            ctx.saved_end_io = (*raw).bi_end_io;
-            (*raw).bi_end_io = Some(hooked_endio::<T>);
+            ctx.saved_end_io = (*raw.as_ptr()).bi_end_io;
+            (*raw.as_ptr()).bi_end_io = Some(hooked_endio::<T>);
         }
         self.view().remap_bdev(dev, sector);
+        // From the first job on, the per-bio data is shared with the
+        // completions: nothing here touches it again.
+        if let Some(f) = &fill {
+            for &part in parts.iter().filter(|&&(_, count)| count > 0) {
+                let context = raw.as_ptr().cast();
+                f.kcopyd
+                    .start_rest(dev, f.rest, f.block, part, Some(fill_done::<T>), context);
+            }
+        }
         self.submit();
         Ok(())
-    }
-
-    /// Parks the bio while kcopyd fills its new block: the returned hook's
-    /// callback hands it back to `owner`'s [`Requeue::completion_lane`]
-    /// when the job ends; the owner finds the provision and the job's result
-    /// with [`Self::take_provision`]. Hands the bio back if dm keeps no
-    /// per-bio data for it.
-    pub(crate) fn into_fill_hook<T: Requeue>(
-        mut self,
-        owner: &Arc<T>,
-        provision: Provision,
-    ) -> Result<FillHook, OwnedBio> {
-        if self.hook(owner, provision).is_none() {
-            return Err(self);
-        }
-        Ok(FillHook {
-            notify: Some(fill_done::<T>),
-            context: self.into_raw().cast(),
-        })
     }
 }

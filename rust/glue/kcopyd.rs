@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 //! dm-kcopyd, for zeroing new data blocks and copying shared ones.
 //!
-//! Two flavours of each call: `zero`/`copy` wait for the job (a worker that
-//! may sleep; used for the rare two-part fills of external origins), and
-//! `zero_then`/`copy_then` start the job and return at once; its end hands
-//! the bio parked in the [`FillHook`] back to its owner, so a worker keeps
-//! many fills in flight (as dm-thin does) instead of one.
+//! `zero`/`copy` wait for the job (a worker that may sleep; used for the
+//! rare fills of external origins); `start_rest` starts the jobs that fill
+//! the parts of a new block a partial write leaves out, alongside that write
+//! (`glue/hooked.rs`): their ends hand the bio back to its owner, so a worker
+//! keeps many fills in flight (as dm-thin does) instead of one.
 
 use core::{
     ffi::{c_int, c_void},
@@ -14,7 +14,7 @@ use core::{
 };
 use kernel::{bindings, error::from_err_ptr, ffi::c_ulong, prelude::*, sync::Completion};
 
-use super::{bindings as dm, device::BdevHandle, hooked::FillHook};
+use super::{bindings as dm, device::BdevHandle};
 
 /// A kcopyd client; destroyed on drop.
 pub(crate) struct Kcopyd(NonNull<dm::dm_kcopyd_client>);
@@ -44,6 +44,15 @@ unsafe extern "C" fn notify(read_err: c_int, write_err: c_ulong, context: *mut c
         wait.failed.store(true, Ordering::Relaxed);
     }
     wait.done.complete_all();
+}
+
+/// What goes into the parts of a new block that its bio does not write.
+#[derive(Clone, Copy)]
+pub(crate) enum Rest {
+    /// Zeroes.
+    Zeroes,
+    /// The same parts of the shared block at sector `from` of the same device.
+    Copy { from: u64 },
 }
 
 /// A copy or zeroing failed (the device returned an error).
@@ -124,24 +133,29 @@ impl Kcopyd {
         })
     }
 
-    /// [`Self::zero`] without waiting: the end of the job hands `hook`'s bio
-    /// back to its owner. The device stays open until then: the hooked bio
-    /// is one its thin target mapped, and dm destroys no target while a bio
-    /// it mapped is in flight; the target holds its devices open.
-    pub(crate) fn zero_then(&self, bdev: &BdevHandle, sector: u64, count: u64, hook: FillHook) {
-        self.start_zero(bdev.raw(), sector, count, hook.notify, hook.context);
-    }
-
-    /// [`Self::copy`] without waiting, as [`Self::zero_then`].
-    pub(crate) fn copy_then(
+    /// Starts the job that writes `rest` into the `count` sectors at
+    /// `offset` of the block at sector `block` of `bdev`, ending in
+    /// `notify(ctx)`.
+    /// The device stays open until the end: the job fills the block of a bio
+    /// its thin target mapped, dm destroys no target while a bio it mapped
+    /// is in flight, and the target holds its devices open.
+    pub(in crate::glue) fn start_rest(
         &self,
-        (from_bdev, from): (&BdevHandle, u64),
-        (to_bdev, to): (&BdevHandle, u64),
-        count: u64,
-        hook: FillHook,
+        bdev: &BdevHandle,
+        rest: Rest,
+        block: u64,
+        (offset, count): (u64, u64),
+        notify: dm::dm_kcopyd_notify_fn,
+        ctx: *mut c_void,
     ) {
-        let (from, to) = ((from_bdev.raw(), from), (to_bdev.raw(), to));
-        self.start_copy(from, to, count, hook.notify, hook.context);
+        let to = block.saturating_add(offset);
+        match rest {
+            Rest::Zeroes => self.start_zero(bdev.raw(), to, count, notify, ctx),
+            Rest::Copy { from } => {
+                let from = (bdev.raw(), from.saturating_add(offset));
+                self.start_copy(from, (bdev.raw(), to), count, notify, ctx);
+            }
+        }
     }
 
     /// Starts a job with a `Wait` as its context and sleeps until it ends.

@@ -13,8 +13,9 @@ use super::ThinIo;
 use crate::{
     dm::pool_mode::{BioAction, BioDir, IoError, PreparedMappingAction},
     glue::{
-        bio::{BioKind, BioList, Fill, OwnedBio, Provision},
-        kcopyd::CopyFailed,
+        bio::{BioKind, BioList, OwnedBio, Provision},
+        hooked::BlockFill,
+        kcopyd::{CopyFailed, Rest},
     },
     pool::{AllocFailure, PoolState, Reuse},
 };
@@ -38,11 +39,11 @@ pub(super) enum FillPlan {
 }
 
 impl ThinIo {
-    /// Allocates a block for `vblock` and fills it: with the bio's own write
-    /// when the bio covers the whole block, else with zeroes or a copy of
-    /// `old` by kcopyd. Either way the worker moves on at once; the bio comes
-    /// back on the completion lane when the block holds its data, and the
-    /// mapping goes in then ([`Self::finish_provision`]).
+    /// Allocates a block for `vblock` and fills it: the bio writes its part
+    /// while kcopyd zeroes (unless the pool skips zeroing) or copies from
+    /// `old` the parts it leaves out, if any. The worker moves on at once;
+    /// the bio comes back on the completion lane when all of them ended, and
+    /// the mapping goes in then ([`Self::finish_provision`]).
     pub(super) fn provision(
         self: &Arc<Self>,
         mut st: MutexGuard<'_, PoolState>,
@@ -113,55 +114,54 @@ impl ThinIo {
         };
         drop(st);
 
-        let whole = {
+        let (sector, nr_sectors) = {
             let v = bio.view();
-            self.geometry.covers_block(v.sector(), v.nr_sectors())
+            (v.sector(), v.nr_sectors())
         };
-        let mut provision = Provision {
+        let provision = Provision {
             vblock,
             data_block,
             epoch,
             breaks_sharing: old.is_some(),
-            fill: Fill::Overwrite,
         };
-        if whole {
-            let sector = bio.view().sector();
-            let Some(to) = self.geometry.remap(data_block, sector) else {
-                // Not filled: this frees the block and fails, as intended.
-                let _ = self.end_provision(&provision, false, None);
-                bio.complete(Some(IoError::Io));
-                return;
-            };
-            match bio.submit_hooked(self, provision, &self.pool_bdev, to) {
-                Ok(()) => return,
-                // No per-bio data: fill the block as for a partial write
-                // (the bio still names its virtual block, which a durable
-                // bio's second trip through a worker looks up again).
-                Err(b) => bio = b,
-            }
-        }
-        provision.fill = Fill::Kcopyd;
-        let to = self.geometry.block_start(data_block).unwrap_or(0);
+        let (Some(to), Some(block)) = (
+            self.geometry.remap(data_block, sector),
+            self.geometry.block_start(data_block),
+        ) else {
+            // Not filled: this frees the block and fails, as intended.
+            let _ = self.end_provision(&provision, false, None);
+            bio.complete(Some(IoError::Io));
+            return;
+        };
         let plan = self.fill_plan(vblock, old, zero_new_blocks);
-        // A copy or a zeroing runs without the worker waiting for it.
-        if matches!(plan, FillPlan::Copy { .. } | FillPlan::Zero) {
-            match bio.into_fill_hook(self, provision) {
-                Ok(hook) => {
-                    let (pool, bs) = (&self.pool_bdev, self.geometry.sectors());
-                    match plan {
-                        FillPlan::Copy { from } => {
-                            self.pool
-                                .kcopyd
-                                .copy_then((pool, from), (pool, to), bs, hook)
-                        }
-                        _ => self.pool.kcopyd.zero_then(pool, to, bs, hook),
-                    }
-                    return;
-                }
+        // The bio writes its part of the block while kcopyd zeroes or copies
+        // only the parts it leaves out: one write of the block (and one read
+        // of the shared one), not a fill followed by the bio.
+        // `None`: no write alongside, the fill from an external origin.
+        let beside = match plan {
+            _ if self.geometry.covers_block(sector, nr_sectors) => Some(None),
+            FillPlan::Copy { from } => Some(Some(Rest::Copy { from })),
+            FillPlan::Zero => Some(Some(Rest::Zeroes)),
+            FillPlan::Nothing => Some(None),
+            FillPlan::Origin { .. } => None,
+        };
+        if let Some(rest) = beside {
+            let fill = rest.map(|rest| BlockFill {
+                kcopyd: &self.pool.kcopyd,
+                rest,
+                block,
+                parts: self.geometry.uncovered(sector, nr_sectors),
+            });
+            match bio.submit_hooked(self, provision, (&self.pool_bdev, to), fill) {
+                Ok(()) => return,
+                // No per-bio data: fill the block, waiting, then write (the
+                // bio still names its virtual block, which a durable bio's
+                // second trip through a worker looks up again).
                 Err(b) => bio = b,
             }
         }
-        let filled = self.fill(plan, to).is_ok();
+        // The rare fill from an external origin: waited for, then the bio.
+        let filled = self.fill(plan, block).is_ok();
         self.finish_fill(bio, &provision, filled);
     }
 
@@ -216,20 +216,12 @@ impl ThinIo {
         }
     }
 
-    /// A provision's bio came back on the completion lane: its whole-block
-    /// write or its kcopyd fill ended (`ok` if it succeeded).
+    /// A provision's bio came back on the completion lane: its write and
+    /// the fill of the rest of its block ended (`written` if all succeeded).
+    /// Map the block, then let the bio complete.
     /// Runs on the completion lane: it must not wait for other provisions,
     /// so a commit the bio asks for is left to the deferred lane.
-    pub(super) fn finish_provision(&self, bio: OwnedBio, provision: &Provision, ok: bool) {
-        match provision.fill {
-            Fill::Overwrite => self.finish_overwrite(bio, provision, ok),
-            Fill::Kcopyd => self.finish_fill(bio, provision, ok),
-        }
-    }
-
-    /// A whole-block write of a provision completed: map the block, then let
-    /// the bio complete.
-    pub(super) fn finish_overwrite(&self, mut bio: OwnedBio, provision: &Provision, written: bool) {
+    pub(super) fn finish_provision(&self, mut bio: OwnedBio, provision: &Provision, written: bool) {
         match self.end_provision(provision, written, None) {
             Ok(()) => {
                 let durable = bio.view().wants_durability();
@@ -239,13 +231,14 @@ impl ThinIo {
                     bio.finish();
                 }
             }
-            // The write's own error stays on the bio.
+            // The write's (or the fill's) error stays on the bio.
             Err(_) if !written => bio.finish(),
             Err(e) => bio.complete(Some(e)),
         }
     }
 
-    /// The new block of a partial write was zeroed or copied (`filled`):
+    /// The new block of a bio without per-bio data, or of a partial write
+    /// over an external origin, was filled (`filled`), waiting:
     /// map it, then issue the bio into it.
     pub(super) fn finish_fill(&self, mut bio: OwnedBio, provision: &Provision, filled: bool) {
         if bio.view().wants_durability() {

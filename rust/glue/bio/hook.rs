@@ -4,7 +4,10 @@
 //! it back; `Documentation/io-path.md`, "Hook states"), with the provision
 //! and the reference to its owner it carries meanwhile.
 
-use core::ptr::NonNull;
+use core::{
+    ptr::NonNull,
+    sync::atomic::{AtomicBool, AtomicU8},
+};
 use kernel::bindings;
 
 use super::OwnedBio;
@@ -12,16 +15,6 @@ use crate::glue::{
     bindings as dm,
     inflight::{IoToken, IoTracker},
 };
-
-/// How a provision's new block gets its data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Fill {
-    /// The bio's own write of the whole block.
-    Overwrite,
-    /// A kcopyd job (zeroes, or a copy of the shared block) before the bio's
-    /// partial write.
-    Kcopyd,
-}
 
 /// A provision in flight with its bio: the mapping goes in once the block
 /// holds its data.
@@ -35,8 +28,6 @@ pub(crate) struct Provision {
     pub(crate) epoch: u64,
     /// The block replaces a shared one (copy-on-write).
     pub(crate) breaks_sharing: bool,
-    /// Where its data comes from.
-    pub(crate) fill: Fill,
 }
 
 /// Where a deferred bio stands, in its per-bio data.
@@ -45,10 +36,10 @@ pub(crate) struct Provision {
 pub(in crate::glue) enum HookState {
     /// Not hooked.
     None,
-    /// Submitted with `hooked_endio` as its completion, or parked in a
-    /// kcopyd job that ends in `fill_done`.
+    /// Submitted with `hooked_endio` as its completion, alongside the
+    /// kcopyd jobs (ending in `fill_done`) that fill the rest of its block.
     Pending,
-    /// Its write or fill completed; the owner has it back.
+    /// Its write and its block's fill completed; the owner has it back.
     Completed,
     /// Its provision is mapped; a commit is due before it completes.
     CommitThenFinish,
@@ -60,8 +51,11 @@ pub(in crate::glue) enum HookState {
 pub(crate) struct PerBio {
     pub(in crate::glue) state: HookState,
     pub(in crate::glue) provision: Provision,
-    /// The kcopyd fill succeeded (an overwrite's result is the bio's status).
-    pub(in crate::glue) fill_ok: bool,
+    /// While `Pending`: the bio's write and the kcopyd jobs not yet ended;
+    /// whichever ends last hands the bio back. Atomic: they end on any CPU.
+    pub(in crate::glue) parts_pending: AtomicU8,
+    /// While `Pending`: a kcopyd job failed.
+    pub(in crate::glue) fill_failed: AtomicBool,
     /// While `Pending` or `Completed`: a reference to the owner, made by
     /// `Arc::into_raw` and let go by `release_owner`.
     pub(in crate::glue) owner: *const core::ffi::c_void,
@@ -90,6 +84,22 @@ pub(super) unsafe fn per_bio_of<'a>(
     // SAFETY: as above; `p` is aligned for the largest member type (dm
     // aligns per-bio data like the bio itself).
     NonNull::new(p.cast::<PerBio>()).map(|mut p| unsafe { p.as_mut() })
+}
+
+/// The per-bio data of a hooked bio whose write and kcopyd jobs are in
+/// flight, shared by their completions (which touch only its atomics and
+/// the fields the hook set before it started them).
+///
+/// # Safety
+/// `raw` is a bio hooked by `submit_hooked` (so dm keeps a [`PerBio`] in
+/// front of it) whose hand-back has not happened yet; no one holds the per-bio
+/// data mutably for the returned lifetime.
+pub(in crate::glue) unsafe fn pending_per_bio<'a>(raw: NonNull<bindings::bio>) -> &'a PerBio {
+    // SAFETY: per the contract.
+    let p = unsafe { dm::dm_per_bio_data(raw.as_ptr(), size_of::<PerBio>()) };
+    // SAFETY: as above, `p` points to the hook's initialised `PerBio`, aligned
+    // as in `per_bio_of`.
+    unsafe { &*p.cast::<PerBio>() }
 }
 
 /// Stores `token`, a read side of `tracker`, in the per-bio data. Ends it
@@ -125,8 +135,9 @@ pub(super) fn release_owner(ctx: &mut PerBio) {
 }
 
 impl OwnedBio {
-    /// The provision of a hooked bio whose write or fill completed, and
-    /// whether it succeeded; `None` for any other bio.
+    /// The provision of a hooked bio whose write and fill completed, and
+    /// whether both succeeded (a failed fill is the bio's error then);
+    /// `None` for any other bio.
     pub(crate) fn take_provision(&mut self) -> Option<(Provision, bool)> {
         // SAFETY: we own the bio.
         let written = unsafe { (*self.raw.as_ptr()).bi_status } == 0;
@@ -136,11 +147,7 @@ impl OwnedBio {
         }
         release_owner(ctx);
         ctx.state = HookState::None;
-        let ok = match ctx.provision.fill {
-            Fill::Overwrite => written,
-            Fill::Kcopyd => ctx.fill_ok,
-        };
-        Some((ctx.provision, ok))
+        Some((ctx.provision, written))
     }
 
     /// Marks a bio whose hooked write and provision are done as needing a

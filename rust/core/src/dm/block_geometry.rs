@@ -63,6 +63,16 @@ impl BlockGeometry {
         nr_sectors == self.sectors && self.offset_in_block(sector) == 0
     }
 
+    /// The parts of the block holding `[sector, sector + nr_sectors)` that
+    /// the range leaves out, as `(offset in the block, count)`: the part
+    /// before it, then the part after it (count 0 where there is none). A
+    /// range that runs past its block leaves nothing after it.
+    pub fn uncovered(&self, sector: u64, nr_sectors: u64) -> [(u64, u64); 2] {
+        let offset = self.offset_in_block(sector);
+        let end = offset.saturating_add(nr_sectors).min(self.sectors);
+        [(0, offset), (end, self.sectors.saturating_sub(end))]
+    }
+
     /// The whole blocks inside `[sector, sector + nr_sectors)`, as a block
     /// range `[first, end)` (empty when no block is wholly covered).
     pub fn whole_blocks(&self, sector: u64, nr_sectors: u64) -> (u64, u64) {
@@ -119,6 +129,13 @@ pub mod selftest {
         ok &= p2.remap(u64::MAX, 1).is_none();
         ok &= p2.covers_block(256, 128) && !p2.covers_block(257, 128) && !p2.covers_block(256, 8);
         ok &= odd.covers_block(384, 384);
+        // A bio at the start, in the middle, at the end of a block, and one
+        // covering it all.
+        ok &= p2.uncovered(256, 8) == [(0, 0), (8, 120)];
+        ok &= p2.uncovered(300, 8) == [(0, 44), (52, 76)];
+        ok &= p2.uncovered(376, 8) == [(0, 120), (128, 0)];
+        ok &= p2.uncovered(256, 128) == [(0, 0), (128, 0)];
+        ok &= odd.uncovered(800, 16) == [(0, 32), (48, 336)];
         // A discard of sectors 100..700 with 128-sector blocks covers
         // blocks 1..5 wholly; one inside a block covers none.
         ok &= p2.whole_blocks(100, 600) == (1, 5);

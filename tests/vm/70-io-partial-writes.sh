@@ -1,0 +1,258 @@
+# SPDX-License-Identifier: GPL-2.0
+# Partial writes into new and shared blocks, byte for byte, on the C dm-thin
+# and on rthin. rthin writes the bio into the new block while kcopyd zeroes
+# or copies only the parts it leaves out (Documentation/io-path.md,
+# "Provisioning and breaking sharing"); dm-thin fills the whole block first.
+# new_blocks: 4 KiB and 512-byte writes at the start, in the middle and at
+#   the end of new blocks, zeroing on, over a data device full of 'Z' bytes:
+#   the rest of each block reads as zeroes; a 60 KiB write leaving one 4 KiB
+#   piece at each end; one write per block (nothing else queued on it).
+# shared_blocks: the same writes into blocks shared with one snapshot, from
+#   either side: the rest reads the old data, the other side keeps it.
+# io_counts: what one 4 KiB write costs the data device (its sector
+#   counters): into a new block, one write of the block (8 sectors from the
+#   bio, 120 of zeroes) and no read; into a shared block, a read of the 120
+#   sectors the bio leaves out and one write of the block. The C dm-thin
+#   writes the whole block, then the bio (136 sectors), and copies the
+#   whole shared block (128 read).
+# faults: the data device fails a part of every free block, so that either
+#   the bio's own part of its new block or the part kcopyd fills fails: the
+#   bio gets EIO, nothing is mapped (statuses unchanged, the block reads as
+#   before), and once the fault is gone a write into the same block reads
+#   zeroes (or the old data) around it, never the failed attempt's bytes or
+#   stale ones. The C dm-thin leaks the blocks of failed provisions (as in
+#   85-data-faults).
+# thin_check at the end of each.
+. /rthin/tests/lib.sh
+
+META=/dev/ram0 RAW=/dev/ram1
+MB=2048
+BLK=65536
+NBLK=64 # data blocks (4 MiB)
+T=/dev/mapper/thin S=/dev/mapper/snap
+
+# data_table ERR_START ERR_COUNT USED...: the data device's table: linear
+# onto RAW, except sectors [ERR_START, ERR_START + ERR_COUNT) of every data
+# block not listed in USED, which are the error target (ERR_COUNT 0: none).
+data_table() {
+	local start=$1 count=$2
+	shift 2
+	echo "$@" | tr ' ' '\n' | awk -v n=$NBLK -v raw=$RAW -v es="$start" -v ec="$count" '
+		function linear(s, len) { if (len > 0) print s, len, "linear", raw, s }
+		NF { used[$1] = 1 }
+		END {
+			for (b = 0; b < n; b++) {
+				s = b * 128
+				if (used[b] || ec == 0) { linear(s, 128); continue }
+				linear(s, es)
+				print s + es, ec, "error"
+				linear(s + es + ec, 128 - es - ec)
+			}
+		}'
+}
+# set_data ERR_START ERR_COUNT USED...: reloads the data device with it.
+set_data() {
+	data_table "$@" >/tmp/dtable
+	run dmsetup reload fdata /tmp/dtable
+	run dmsetup suspend fdata
+	run dmsetup resume fdata
+	echo "data device: $(grep -c error /tmp/dtable) error piece(s) at sectors $1+$2 of the free blocks"
+}
+# used_blocks: the data blocks that hold anything but the 'Z' bytes setup
+# left (the writes here hold no 64 KiB of 'Z').
+used_blocks() {
+	local b=0
+	while [ $b -lt $NBLK ]; do
+		[ "$(dd if=$RAW bs=$BLK skip=$b count=1 iflag=direct 2>/dev/null | tr -d Z | wc -c)" = 0 ] ||
+			echo $b
+		b=$((b + 1))
+	done
+}
+
+# setup: stale 'Z' bytes on the data device, pool (zeroing on) over fdata,
+# thin 1 (4 MiB), model /tmp/mt (4 MiB, zeroes).
+setup() {
+	fill $RAW 4 132
+	data_table 0 0 >/tmp/dtable
+	run dmsetup create fdata /tmp/dtable
+	mkpool pool $META /dev/mapper/fdata $((NBLK * 128))
+	run dmsetup message pool 0 "create_thin 1"
+	mkthin thin pool 1 $((4 * MB))
+	model_new /tmp/mt 4
+}
+finish() {
+	run dmsetup remove_all
+	check_meta $META
+}
+
+# partial_writes DEV MODEL PAT FIRST: into blocks FIRST.. of DEV: 4 KiB at
+# the start, in the middle and at the end of a block, 512 bytes at the start,
+# in the middle and at the end, a 60 KiB write in the middle; one block each.
+partial_writes() {
+	local dev=$1 model=$2 pat=$3 b=$4
+	put "$dev" "$model" "$pat" $((b * BLK)) 4096 1
+	put "$dev" "$model" "$pat" $(((b + 1) * BLK + 7 * 4096)) 4096 1
+	put "$dev" "$model" "$pat" $(((b + 3) * BLK - 4096)) 4096 1
+	put "$dev" "$model" "$pat" $(((b + 3) * BLK)) 512 1
+	put "$dev" "$model" "$pat" $(((b + 4) * BLK + 77 * 512)) 512 1
+	put "$dev" "$model" "$pat" $(((b + 6) * BLK - 512)) 512 1
+	put "$dev" "$model" "$pat" $(((b + 6) * BLK + 4096)) $((BLK - 8192)) 1
+}
+
+new_blocks() {
+	setup
+	partial_writes $T /tmp/mt A 0
+	expect_thin thin "$(thin_status_for 7 6)" "7 blocks provisioned by partial writes"
+	same $T /tmp/mt "partial writes into new blocks, the rest zeroes"
+	finish
+}
+
+shared_blocks() {
+	setup
+	put $T /tmp/mt A 0 $BLK 32
+	snap pool 2 1 thin
+	mkthin snap pool 2 $((4 * MB))
+	cp /tmp/mt /tmp/ms
+	# Origin side: blocks 0-6, snapshot side: blocks 8-14.
+	partial_writes $T /tmp/mt B 0
+	partial_writes $S /tmp/ms C 8
+	expect_used pool $((32 + 14)) "14 shared blocks broken"
+	same $T /tmp/mt "origin after breaking sharing, the rest the old data"
+	same $S /tmp/ms "snapshot after breaking sharing, the rest the old data"
+	finish
+}
+
+# data_sectors: sectors read and written on the data device so far.
+data_sectors() {
+	awk '{ print $3, $7 }' "/sys/block/dm-$(dmsetup info -c --noheadings -o minor fdata | tr -d ' ')/stat"
+}
+# expect_io WHAT READ WRITTEN CMD...: CMD makes the data device read and
+# write exactly READ and WRITTEN sectors.
+expect_io() {
+	local what=$1 r=$2 w=$3 before after dr dw
+	shift 3
+	before=$(data_sectors)
+	"$@"
+	after=$(data_sectors)
+	dr=$((${after% *} - ${before% *})) dw=$((${after#* } - ${before#* }))
+	[ "$dr" = "$r" ] && [ "$dw" = "$w" ] ||
+		fail "$what: the data device read $dr and wrote $dw sectors, expected $r and $w"
+	echo "ok: $what: $r sectors read, $w written on the data device"
+}
+
+io_counts() {
+	local new_w shared_r shared_w
+	case $IMPL in
+	rthin) new_w=128 shared_r=120 shared_w=128 ;;
+	c) new_w=136 shared_r=128 shared_w=136 ;;
+	esac
+	setup
+	put $T /tmp/mt A 0 $BLK 2
+	snap pool 2 1 thin
+	mkthin snap pool 2 $((4 * MB))
+	expect_io "a 4 KiB write into a new block" 0 $new_w \
+		put $T /tmp/mt B $((5 * BLK + 4096)) 4096 1
+	expect_io "a 4 KiB write into a shared block" $shared_r $shared_w \
+		put $T /tmp/mt B $((1 * BLK + 4096)) 4096 1
+	expect_io "a 4 KiB write into the broken block" 0 8 \
+		put $T /tmp/mt C $((1 * BLK + 8192)) 4096 1
+	same $T /tmp/mt "after the counted writes"
+	finish
+}
+
+# eio WHAT CMD...: CMD must fail with EIO.
+eio() {
+	local what=$1
+	shift
+	if "$@" 2>/tmp/eio.err; then
+		fail "$what succeeded on a failing data device"
+	fi
+	grep -q "Input/output error" /tmp/eio.err || fail "$what: expected EIO, got: $(cat /tmp/eio.err)"
+	echo "ok: $what: EIO"
+}
+# failed_write WHAT DEV OFF: a 4 KiB write of pattern F at byte OFF of DEV
+# must fail with EIO.
+failed_write() {
+	pattern F
+	eio "$1" dd if=/tmp/pat.F of="$2" bs=4096 count=1 skip=$(($3 / 4096 % 1024)) \
+		seek=$(($3 / 4096)) oflag=direct
+}
+
+faults() {
+	local used0 used st1 st2 leaked=0
+	setup
+	# Blocks 0-7 of the origin written whole; shared with the snapshot.
+	put $T /tmp/mt A 0 $BLK 8
+	snap pool 2 1 thin
+	mkthin snap pool 2 $((4 * MB))
+	cp /tmp/mt /tmp/ms
+	used0=$(data_used pool)
+	st1=$(info thin) st2=$(info snap)
+	# Before any failed write, which may leave bytes in a free block.
+	used=$(used_blocks)
+
+	# The bio's own part fails, the rest (kcopyd's) does not: sectors
+	# 0-7 of each free block fail, the writes go to the start.
+	set_data 0 8 $used
+	failed_write "a 4 KiB write at the start of a new block (its own part fails)" $T $((20 * BLK))
+	failed_write "a 4 KiB write at the start of a shared block (its own part fails)" $T $((2 * BLK))
+	# kcopyd's part fails, the bio's does not: sectors 64-127 fail, the
+	# writes go to the start, the rest is zeroed or copied.
+	set_data 64 64 $used
+	failed_write "a 4 KiB write at the start of a new block (the zeroing fails)" $T $((21 * BLK))
+	failed_write "a 4 KiB write at the start of a shared block (the copy fails)" $S $((3 * BLK))
+	# The same from the end of the block: sectors 0-63 fail.
+	set_data 0 64 $used
+	failed_write "a 4 KiB write at the end of a new block (the zeroing fails)" $T $((22 * BLK - 4096))
+	failed_write "a 4 KiB write at the end of a shared block (the copy fails)" $T $((4 * BLK - 4096))
+
+	# Nothing mapped, nothing else changed.
+	expect_thin thin "$st1" "after the failed writes"
+	expect_thin snap "$st2" "after the failed writes"
+	case $IMPL in
+	rthin) expect_used pool "$used0" "the failed provisions gave their blocks back" ;;
+	# dm-thin's process_prepared_mapping leaves the block of a failed
+	# provision allocated.
+	c)
+		leaked=6
+		expect_used pool $((used0 + leaked)) "C dm-thin: the 6 failed provisions leak their blocks"
+		;;
+	esac
+	same $T /tmp/mt "origin after the failed writes"
+	same $S /tmp/ms "snapshot after the failed writes"
+	rw_mode
+
+	# The fault gone: writes into the same blocks at other places read
+	# zeroes or the old data around them, never pattern F or 'Z'.
+	set_data 0 0
+	put $T /tmp/mt D $((20 * BLK + 8192)) 4096 1
+	put $T /tmp/mt D $((21 * BLK + 8192)) 4096 1
+	put $T /tmp/mt D $((22 * BLK + 8192)) 4096 1
+	put $T /tmp/mt D $((2 * BLK + 8192)) 4096 1
+	put $S /tmp/ms D $((3 * BLK + 8192)) 4096 1
+	put $T /tmp/mt D $((4 * BLK + 8192)) 4096 1
+	expect_used pool $((used0 + leaked + 6)) "six blocks provisioned with the fault gone"
+	same $T /tmp/mt "origin with the fault gone"
+	same $S /tmp/ms "snapshot with the fault gone"
+	case $IMPL in
+	rthin) finish ;;
+	c)
+		run dmsetup remove_all
+		if thin_check $META >/tmp/tc.out 2>&1; then
+			fail "thin_check passed: the leaked blocks of the C dm-thin are gone?"
+		fi
+		grep -q "^$leaked data blocks have leaked" /tmp/tc.out || fail "thin_check: $(cat /tmp/tc.out)"
+		echo "ok: thin_check reports the $leaked data blocks the C dm-thin leaked"
+		;;
+	esac
+}
+rw_mode() {
+	[ "$(pool_field pool 5)" = rw ] || fail "pool mode $(info pool), expected rw"
+	echo "ok: pool rw after the write errors"
+}
+
+for_each_impl new_blocks
+for_each_impl shared_blocks
+for_each_impl io_counts
+for_each_impl faults
+impl_verdict
