@@ -137,13 +137,15 @@ impl ThinIo {
         // The bio writes its part of the block while kcopyd zeroes or copies
         // only the parts it leaves out: one write of the block (and one read
         // of the shared one), not a fill followed by the bio.
-        // `None`: no write alongside, the fill from an external origin.
+        // `None`: no write alongside: the fill from an external origin, and
+        // a partial write on a pool that skips zeroing, which (as dm-thin's)
+        // maps its block at once and issues the bio after, so the writes
+        // parked on the cell do not wait for it.
         let beside = match plan {
             _ if self.geometry.covers_block(sector, nr_sectors) => Some(None),
             FillPlan::Copy { from } => Some(Some(Rest::Copy { from })),
             FillPlan::Zero => Some(Some(Rest::Zeroes)),
-            FillPlan::Nothing => Some(None),
-            FillPlan::Origin { .. } => None,
+            FillPlan::Nothing | FillPlan::Origin { .. } => None,
         };
         if let Some(rest) = beside {
             let fill = rest.map(|rest| BlockFill {
@@ -160,7 +162,8 @@ impl ThinIo {
                 Err(b) => bio = b,
             }
         }
-        // The rare fill from an external origin: waited for, then the bio.
+        // The rare fill from an external origin (waited for), or none at
+        // all; then the bio.
         let filled = self.fill(plan, block).is_ok();
         self.finish_fill(bio, &provision, filled);
     }
