@@ -56,7 +56,7 @@ vm-test:
 
 # tests/vm/durations.txt (shard balancing) from the last make check's VM results.
 vm-durations:
-	scripts/vm/timing.py --durations tests/vm/durations.txt build/results/shard-*
+	scripts/vm/timing.py --durations tests/vm/durations.txt build/results/shard-*/
 
 soak:
 	SELFTEST=1 scripts/module.sh

@@ -106,9 +106,9 @@ def main():
             print("  ".join(str(c).ljust(w) if i < 3 else str(c).rjust(w)
                             for i, (c, w) in enumerate(zip(row, widths))))
     if durations:
-        lines = ["# Seconds of wall time per VM test, measured by scripts/vm/timing.py from",
-                 "# " + " ".join(args) + " ('make vm-durations').",
-                 "# scripts/vm-suite.sh balances its shards with these; a test not listed counts 60 s."]
+        lines = ["# Seconds of wall time per VM test in the last make check's VMs (written by",
+                 f"# 'make vm-durations' from {len(args)} VMs' results). scripts/vm-suite.sh balances its",
+                 "# shards with these; a test not listed counts 60 s."]
         for name, r in rows:
             if name.startswith("(") or "wall" not in r and "guest_wall" not in r:
                 continue
