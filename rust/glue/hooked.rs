@@ -48,10 +48,7 @@ pub(crate) trait Requeue: Drain + Sized {
 /// else touches it or its per-bio data.
 unsafe fn hand_back<T: Requeue>(raw: NonNull<bindings::bio>) {
     // It is ours again until we end it.
-    let mut bio = OwnedBio {
-        raw,
-        per_bio: true,
-    };
+    let mut bio = OwnedBio { raw, per_bio: true };
     let Some(ctx) = bio.per_bio() else {
         return;
     };
