@@ -421,16 +421,7 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
                 let r = self.root_mut(sm);
                 r.nr_allocated = r.nr_allocated.saturating_add(1);
             } else {
-                ie.nr_free = ie.nr_free.saturating_add(1).min(ENTRIES_PER_BITMAP as u32);
-                ie.none_free_before = ie.none_free_before.min(e32);
-                let r = self.root_mut(sm);
-                r.nr_allocated = r
-                    .nr_allocated
-                    .checked_sub(1)
-                    .ok_or(corrupt(Corruption::SpaceMap))?;
-                if sm == SmKind::Data {
-                    self.data_blocks_freed = self.data_blocks_freed.wrapping_add(1);
-                }
+                self.count_freed(sm, &mut ie, e32, 1)?;
             }
             self.set_index_entry(sm, i, ie)?;
         }
@@ -513,18 +504,34 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
         }
         if let Some(first_freed) = first_freed {
             let mut ie = self.index_entry(SmKind::Data, false, i)?;
-            ie.nr_free = ie
-                .nr_free
-                .saturating_add(freed)
-                .min(ENTRIES_PER_BITMAP as u32);
-            ie.none_free_before = ie.none_free_before.min(first_freed);
-            let r = self.root_mut(SmKind::Data);
-            r.nr_allocated = r
-                .nr_allocated
-                .checked_sub(u64::from(freed))
-                .ok_or(corrupt(Corruption::SpaceMap))?;
-            self.data_blocks_freed = self.data_blocks_freed.wrapping_add(u64::from(freed));
+            self.count_freed(SmKind::Data, &mut ie, first_freed, freed)?;
             self.set_index_entry(SmKind::Data, i, ie)?;
+        }
+        Ok(())
+    }
+
+    /// Accounts for `n` entries of one bitmap whose counts dropped to zero,
+    /// the first of them entry `first`: its index entry `ie` (which the
+    /// caller writes back), the map's allocated count and, for the data
+    /// map, the running count of freed blocks that arms the reuse grace
+    /// period. One place for every path that frees, so none can miss a
+    /// part.
+    fn count_freed(
+        &mut self,
+        sm: SmKind,
+        ie: &mut IndexEntry,
+        first: u32,
+        n: u32,
+    ) -> CoreResult<()> {
+        ie.nr_free = ie.nr_free.saturating_add(n).min(ENTRIES_PER_BITMAP as u32);
+        ie.none_free_before = ie.none_free_before.min(first);
+        let r = self.root_mut(sm);
+        r.nr_allocated = r
+            .nr_allocated
+            .checked_sub(u64::from(n))
+            .ok_or(corrupt(Corruption::SpaceMap))?;
+        if sm == SmKind::Data {
+            self.data_blocks_freed = self.data_blocks_freed.wrapping_add(u64::from(n));
         }
         Ok(())
     }
