@@ -15,6 +15,7 @@
 //! never a page cache left from an earlier replay.
 
 mod aligned;
+mod command;
 mod log;
 mod model;
 mod rng;
@@ -24,10 +25,11 @@ use std::{
     fs::{File, OpenOptions},
     io::{self, Read, Seek, SeekFrom, Write},
     os::unix::fs::{FileExt, OpenOptionsExt},
-    process::{exit, Command},
+    process::exit,
 };
 
 use aligned::AlignedBuf;
+use command::sh;
 use model::{Op, Plan, Presence, BLOCK};
 
 /// O_DIRECT on Linux (x86, arm64 and most others).
@@ -95,24 +97,6 @@ impl Args {
             .get(i)
             .map(String::as_str)
             .ok_or(format!("missing {what}"))
-    }
-}
-
-/// Runs a command; its failure is an error naming it.
-fn sh(args: &[&str]) -> Res<()> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", args[0]))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "'{}' failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
     }
 }
 
@@ -191,7 +175,7 @@ impl Raw {
         })
     }
     fn msg(&self, m: &str) -> Res<()> {
-        sh(&["dmsetup", "message", &self.pool, "0", m])
+        sh(&["dmsetup", "message", &self.pool, "0", m]).map(drop)
     }
     /// Activates thin `id` as `<prefix><id>`.
     fn activate(&self, prefix: &str, id: u32) -> Res<String> {

@@ -4,8 +4,6 @@
 //! data (`tt-data`: dm-linear, or dm-delay over the same range), the pool
 //! `tt-pool` over them and the thins `tt-t<id>`.
 
-use std::process::Command;
-
 use crate::model::BLOCK_SECTORS;
 
 pub type Res<T> = Result<T, String>;
@@ -45,23 +43,7 @@ impl Impl {
     }
 }
 
-/// Runs a program; its failure is an error naming the command and its stderr.
-pub fn sh(args: &[&str]) -> Res<String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", args[0]))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "'{}' failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
+pub use crate::command::sh;
 
 pub fn thin_name(dev: u32) -> String {
     format!("tt-t{dev}")

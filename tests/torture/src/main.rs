@@ -24,6 +24,8 @@
 
 #[path = "../../crash/src/aligned.rs"]
 mod aligned;
+#[path = "../../crash/src/command.rs"]
+mod command;
 mod content;
 mod dm;
 mod dump;
