@@ -150,6 +150,9 @@ impl Label {
 
 type Entries = Vec<(u64, Vec<u8>)>;
 
+/// Data blocks and the first (thin device, virtual block) mapping each.
+type Owners = BTreeMap<u64, (u64, u64)>;
+
 /// The superblock (block 0) seen through `s`, or what is wrong with it
 /// in words (a bad checksum, an invalid field), as [`examine`] reports it.
 pub fn superblock<S: BlockStore>(s: &S) -> Result<Superblock, String> {

@@ -43,8 +43,11 @@ pub struct FileStore {
     /// a leaf again for every few entries and a parent again for every
     /// child (in the kernel the block cache makes that free), and the
     /// checksum of every such read was most of `meta ls` and `meta dump`.
-    verified: std::cell::RefCell<std::collections::VecDeque<(u64, BlockKind, Rc<[u8]>)>>,
+    verified: std::cell::RefCell<std::collections::VecDeque<Verified>>,
 }
+
+/// A block, the kind it was verified as, its bytes.
+type Verified = (u64, BlockKind, Rc<[u8]>);
 
 /// Verified blocks kept: a path from the root (the trees are at most a
 /// few levels deep) and the space-map blocks read beside it.

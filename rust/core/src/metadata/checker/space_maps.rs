@@ -14,7 +14,7 @@ use std::string::String;
 
 use std::vec::Vec;
 
-use super::{Counts, Ctx, Label, MAX_LISTED};
+use super::{Counts, Ctx, Label, Owners, MAX_LISTED};
 
 impl<S: BlockStore> Ctx<'_, S> {
     /// Reads a space map's actual counts and checks its internal
@@ -223,7 +223,7 @@ pub(super) fn compare(
     what: &str,
     expected: &Counts,
     actual: &Counts,
-    owners: &dyn Fn(&[u64]) -> BTreeMap<u64, (u64, u64)>,
+    owners: &dyn Fn(&[u64]) -> Owners,
     leaks: &mut Vec<u64>,
     errors: &mut Vec<String>,
 ) {

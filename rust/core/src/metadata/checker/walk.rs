@@ -18,7 +18,7 @@ use std::string::String;
 
 use std::vec::Vec;
 
-use super::{Ctx, Entries, Label, Report};
+use super::{Ctx, Entries, Label, Owners, Report};
 
 /// A failure to read or decode the B-tree node at block `b`, worded as
 /// thin_check words it: "bad checksum in btree node (block 11)".
@@ -250,7 +250,7 @@ impl<S: BlockStore> Ctx<'_, S> {
     /// in the messages about them. Read again only when there is
     /// something to name (a map kept for every block during the walk
     /// cost more than the counts).
-    pub(super) fn owners(&self, wanted: &[u64]) -> BTreeMap<u64, (u64, u64)> {
+    pub(super) fn owners(&self, wanted: &[u64]) -> Owners {
         let mut found = BTreeMap::new();
         for &(dev, root) in &self.dev_roots {
             if found.len() == wanted.len() {
