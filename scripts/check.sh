@@ -85,7 +85,7 @@ meta_images() {
 		return 1
 	fi
 }
-# make install's files, staged: binary, man pages matching the subcommands, completions.
+# make install's files, staged: binary, rthin_check, man pages matching the subcommands, completions.
 install_check() {
 	local d rc=0
 	d=$(mktemp -d)
@@ -96,6 +96,11 @@ install_check() {
 		[ -s "$d/usr/$f" ] || { echo "make install: no $f" >&2; rc=1; }
 	done
 	grep -q 'fB.-.-live' "$d/usr/share/man/man8/rthinctl-meta-check.8" || { echo "man page lacks --live" >&2; rc=1; }
+	# LVM's checker name: meta check (exit 1 on what is not metadata; an
+	# unknown command would exit 2).
+	local r=0
+	"$d/usr/sbin/rthin_check" -q /dev/null 2>/dev/null || r=$?
+	[ "$r" = 1 ] || { echo "make install: no rthin_check that runs rthinctl meta check" >&2; rc=1; }
 	if readelf -S --wide "$d/usr/sbin/rthinctl" | grep -q '\.symtab'; then
 		echo "make install: rthinctl is not stripped" >&2
 		rc=1

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# `make install [DESTDIR=...] [PREFIX=/usr/local]`: rthinctl (stripped), its man
+# `make install [DESTDIR=...] [PREFIX=/usr/local]`: rthinctl (stripped), the
+# rthin_check link to it (LVM's checker), its man
 # pages (section 8, one per subcommand) and bash/zsh/fish completions, generated
 # from the command definition. Builds no kernel and no module.
 #
@@ -22,12 +23,15 @@ if [ "${1:-}" != --module ]; then
 	target/release/rthinctl generate-docs "$docs" || die "man pages and completions"
 	# Stripped: the release binary carries its symbol table (19 MB unstripped).
 	install -Dm755 -s target/release/rthinctl "$destdir$prefix/sbin/rthinctl"
+	# Called as rthin_check it is `rthinctl meta check`: the name LVM's
+	# thin_check_executable can point at.
+	ln -sf rthinctl "$destdir$prefix/sbin/rthin_check"
 	install -d "$destdir$prefix/share/man/man8"
 	install -m644 "$docs"/man8/*.8 "$destdir$prefix/share/man/man8/"
 	install -Dm644 "$docs/completions/rthinctl.bash" "$destdir$prefix/share/bash-completion/completions/rthinctl"
 	install -Dm644 "$docs/completions/_rthinctl" "$destdir$prefix/share/zsh/site-functions/_rthinctl"
 	install -Dm644 "$docs/completions/rthinctl.fish" "$destdir$prefix/share/fish/vendor_completions.d/rthinctl.fish"
-	log "installed rthinctl, $(ls "$docs"/man8 | wc -l) man pages and 3 completions under $destdir$prefix"
+	log "installed rthinctl, rthin_check, $(ls "$docs"/man8 | wc -l) man pages and 3 completions under $destdir$prefix"
 	exit 0
 fi
 

@@ -20,14 +20,16 @@ use crate::metadata::superblock::Superblock;
 use crate::pdata::block_store::BlockStore;
 use crate::pdata::checksum::BlockKind;
 use crate::pdata::codec::get_u64;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::format;
 use std::string::String;
 use std::vec::Vec;
 
+mod counts;
 mod space_maps;
 mod walk;
 
+use counts::Counts;
 use space_maps::compare;
 
 /// What [`examine`] found.
@@ -76,10 +78,18 @@ const MAX_LISTED: usize = 10;
 
 struct Ctx<'a, S: BlockStore> {
     s: &'a S,
-    meta: HashMap<u64, u32>,
-    data: HashMap<u64, u32>,
-    /// The first (device, virtual block) seen mapping each data block.
-    owner: HashMap<u64, (u64, u64)>,
+    meta: Counts,
+    data: Counts,
+    /// The mapping trees walked, (device, root), in order (to name the
+    /// users of a block a message is about: [`Ctx::owners`]).
+    dev_roots: Vec<(u64, u64)>,
+    /// Mappings under each mapping-tree node whose subtree was read
+    /// whole: a device sharing the node counts them without a second walk.
+    below: HashMap<u64, u64>,
+    /// Leaf entries met so far, and subtrees that could not be counted
+    /// (damaged, or met again before their count was known).
+    tally: u64,
+    gaps: u64,
     visited: HashSet<u64>,
     /// Nodes whose check failed (their subtrees are not walked).
     bad: HashSet<u64>,
@@ -140,6 +150,9 @@ impl Label {
 
 type Entries = Vec<(u64, Vec<u8>)>;
 
+/// Data blocks and the first (thin device, virtual block) mapping each.
+type Owners = BTreeMap<u64, (u64, u64)>;
+
 /// The superblock (block 0) seen through `s`, or what is wrong with it
 /// in words (a bad checksum, an invalid field), as [`examine`] reports it.
 pub fn superblock<S: BlockStore>(s: &S) -> Result<Superblock, String> {
@@ -158,7 +171,13 @@ pub fn examine<S: BlockStore>(s: &S) -> Report {
             return rep;
         }
     };
-    let mut cx = Ctx::new(s, &sb);
+    let mut cx = match Ctx::new(s, &sb) {
+        Ok(cx) => cx,
+        Err(e) => {
+            rep.errors.push(e);
+            return rep;
+        }
+    };
     let _ = cx.inc_meta(0);
     cx.thin_trees(&sb, &mut rep, false, true);
     if sb.held_root != 0 {
@@ -172,15 +191,10 @@ pub fn examine<S: BlockStore>(s: &S) -> Report {
     }
     let dcounts = cx.sm_counts(&sb.data_sm, false, &mut rep.warnings);
     let mcounts = cx.sm_counts(&sb.meta_sm, true, &mut rep.warnings);
-    let mut beyond: Vec<u64> = cx
-        .data
-        .keys()
-        .copied()
-        .filter(|b| *b >= sb.data_sm.nr_blocks)
-        .collect();
-    beyond.sort();
-    for b in beyond.iter().take(MAX_LISTED) {
-        let who = match cx.owner.get(b) {
+    let beyond: Vec<u64> = cx.data.beyond.keys().copied().take(MAX_LISTED).collect();
+    let owners = cx.owners(&beyond);
+    for b in &beyond {
+        let who = match owners.get(b) {
             Some((d, v)) => format!("thin device {d}, block {v}: "),
             None => String::new(),
         };
@@ -190,18 +204,18 @@ pub fn examine<S: BlockStore>(s: &S) -> Report {
         ));
     }
     if let Some(m) = &mcounts {
-        rep.meta_allocated = m.len() as u64;
-        rep.max_meta_block = m.keys().next_back().copied().unwrap_or(0);
+        rep.meta_allocated = m.nonzero();
+        rep.max_meta_block = m.highest().unwrap_or(0);
     }
     if let Some(d) = &dcounts {
-        rep.data_allocated = d.len() as u64;
+        rep.data_allocated = d.nonzero();
     }
     let mut errors = core::mem::take(&mut cx.errors);
     match (dcounts, mcounts) {
         (Some(d), Some(m)) if errors.is_empty() => {
-            let none = HashMap::new();
-            compare("data", &cx.data, &d, &cx.owner, &mut rep.data_leaks, &mut errors);
-            compare("metadata", &cx.meta, &m, &none, &mut rep.meta_leaks, &mut errors);
+            let owners = |b: &[u64]| cx.owners(b);
+            compare("data", &cx.data, &d, &owners, &mut rep.data_leaks, &mut errors);
+            compare("metadata", &cx.meta, &m, &|_| BTreeMap::new(), &mut rep.meta_leaks, &mut errors);
             rep.counts_compared = true;
         }
         _ => errors.push(
@@ -242,26 +256,33 @@ pub fn examine_held<S: BlockStore>(s: &S) -> Report {
             return rep;
         }
     };
-    let mut cx = Ctx::new(s, &h);
-    cx.nr_meta = sb.meta_sm.nr_blocks;
+    // The sizes (the snapshot's copy has no space-map roots) from the
+    // live superblock, the time from the snapshot's.
+    let (mut cx, mut scx) = match (Ctx::new(s, &sb), Ctx::new(s, &sb)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            rep.errors.push(e);
+            return rep;
+        }
+    };
+    cx.time = h.time;
     cx.thin_trees(&h, &mut rep, true, true);
     let mut errors = core::mem::take(&mut cx.errors);
     // The committed data space map, as far as it can be read while the
     // pool commits (its blocks may be reused under the reads: a failure to
     // read it is not damage).
-    let mut scx = Ctx::new(s, &sb);
     let mut w = Vec::new();
     match scx.sm_counts(&sb.data_sm, false, &mut w) {
         Some(d) if scx.errors.is_empty() => {
-            let mut missing: Vec<u64> = cx
+            let missing: Vec<u64> = cx
                 .data
-                .keys()
-                .copied()
-                .filter(|b| !d.contains_key(b))
+                .differ(&d)
+                .filter(|&b| cx.data.get(b) > 0 && d.get(b) == 0)
+                .take(MAX_LISTED)
                 .collect();
-            missing.sort();
-            for b in missing.iter().take(MAX_LISTED) {
-                let who = match cx.owner.get(b) {
+            let owners = cx.owners(&missing);
+            for b in &missing {
+                let who = match owners.get(b) {
                     Some((d, v)) => format!(" (thin device {d}, block {v})"),
                     None => String::new(),
                 };
@@ -269,7 +290,7 @@ pub fn examine_held<S: BlockStore>(s: &S) -> Report {
                     "data block {b}{who}: mapped by the metadata snapshot but free in the data space map"
                 ));
             }
-            rep.data_allocated = d.len() as u64;
+            rep.data_allocated = d.nonzero();
             rep.counts_compared = true;
         }
         _ => rep.warnings.push(
@@ -277,12 +298,7 @@ pub fn examine_held<S: BlockStore>(s: &S) -> Report {
                 .into(),
         ),
     }
-    for b in cx
-        .data
-        .keys()
-        .filter(|b| **b >= sb.data_sm.nr_blocks)
-        .take(MAX_LISTED)
-    {
+    for b in cx.data.beyond.keys().take(MAX_LISTED) {
         errors.push(format!(
             "data block {b}, mapped by the metadata snapshot, is beyond the data device"
         ));
@@ -317,19 +333,29 @@ fn read_held<S: BlockStore>(s: &S, b: u64) -> Result<Superblock, String> {
 }
 
 impl<'a, S: BlockStore> Ctx<'a, S> {
-    fn new(s: &'a S, sb: &Superblock) -> Self {
-        Ctx {
+    /// A walk over the metadata `sb` describes; Err when its counts
+    /// cannot be had (the space maps' sizes are beyond memory).
+    fn new(s: &'a S, sb: &Superblock) -> Result<Self, String> {
+        let counts = |what, nr| {
+            Counts::new(nr).ok_or_else(|| {
+                format!("{what} space map of {nr} blocks: no memory for a count of each block")
+            })
+        };
+        Ok(Ctx {
             s,
-            meta: HashMap::new(),
-            data: HashMap::new(),
-            owner: HashMap::new(),
+            meta: counts("metadata", sb.meta_sm.nr_blocks)?,
+            data: counts("data", sb.data_sm.nr_blocks)?,
+            dev_roots: Vec::new(),
+            below: HashMap::new(),
+            tally: 0,
+            gaps: 0,
             visited: HashSet::new(),
             bad: HashSet::new(),
             nr_meta: sb.meta_sm.nr_blocks,
             time: sb.time,
             label: Label::Top { held: false },
             errors: Vec::new(),
-        }
+        })
     }
 }
 

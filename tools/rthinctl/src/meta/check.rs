@@ -344,6 +344,28 @@ mod tests {
         );
     }
 
+    /// A snapshot shares its origin's leaves: the walk reads them once
+    /// and counts their mappings for both devices (each device's count is
+    /// compared with its details; a count it could not make is left out
+    /// of the total, so the total shows both were made).
+    #[test]
+    fn shared_subtrees_count_for_every_device() {
+        let (_t, path) = image_with(|md| {
+            md.create_thin(3).unwrap();
+            for v in 0..900 {
+                let b = md.alloc_data_block().unwrap();
+                md.insert_mapping(3, v, b).unwrap();
+            }
+            md.create_snap(4, 3).unwrap();
+            let b = md.alloc_data_block().unwrap();
+            md.insert_mapping(4, 0, b).unwrap();
+        });
+        let store = FileStore::open(&path, OpenMode::default()).unwrap();
+        let r = judge(&path, &store, false, false);
+        assert_eq!(r.verdict, "ok", "{r:?}");
+        assert_eq!((r.devices, r.mappings), (4, 6 + 6 + 900 + 900), "{r:?}");
+    }
+
     #[test]
     fn search_hints_are_warnings() {
         // thin_restore 0.9.0 counts nr_free over the valid entries of the

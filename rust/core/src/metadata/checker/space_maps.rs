@@ -8,13 +8,13 @@ use crate::pdata::block_store::BlockStore;
 use crate::pdata::btree::TreeKind;
 use crate::pdata::checksum::BlockKind;
 use crate::pdata::space_map::{nr_bitmaps, IndexEntry, ENTRIES_PER_BITMAP, MAX_METADATA_BITMAPS};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::format;
 use std::string::String;
 
 use std::vec::Vec;
 
-use super::{Ctx, Label, MAX_LISTED};
+use super::{Counts, Ctx, Label, Owners, MAX_LISTED};
 
 impl<S: BlockStore> Ctx<'_, S> {
     /// Reads a space map's actual counts and checks its internal
@@ -25,7 +25,7 @@ impl<S: BlockStore> Ctx<'_, S> {
         root: &SmRoot,
         meta: bool,
         warnings: &mut Vec<String>,
-    ) -> Option<BTreeMap<u64, u32>> {
+    ) -> Option<Counts> {
         let what = if meta { "metadata" } else { "data" };
         let nb = nr_bitmaps(root.nr_blocks);
         let mut index = Vec::new();
@@ -105,7 +105,13 @@ impl<S: BlockStore> Ctx<'_, S> {
             .into_iter()
             .map(|(k, v)| (k, u32::from_le_bytes([v[0], v[1], v[2], v[3]])))
             .collect();
-        let mut counts = BTreeMap::new();
+        let Some(mut counts) = Counts::new(root.nr_blocks) else {
+            self.errors.push(format!(
+                "{what} space map of {} blocks: no memory for a count of each block",
+                root.nr_blocks
+            ));
+            return None;
+        };
         let mut threes = 0usize;
         for (i, ie) in index.iter().enumerate() {
             let Some(ie) = ie else {
@@ -171,7 +177,7 @@ impl<S: BlockStore> Ctx<'_, S> {
                 } else {
                     v
                 };
-                counts.insert(b, c);
+                counts.set(b, c);
             }
             if tail_set {
                 self.errors.push(format!(
@@ -196,52 +202,55 @@ impl<S: BlockStore> Ctx<'_, S> {
                 "{what} space map: the overflow tree has entries for blocks whose bitmap value is not 3"
             ));
         }
-        if whole && counts.len() as u64 != root.nr_allocated {
+        if whole && counts.nonzero() != root.nr_allocated {
             // Only the used-block figure of the status line comes from it
             // (thin_restore 0.9.0 can leave it one off; thin_check accepts that).
             warnings.push(format!(
                 "{what} space map: nr_allocated {} but {} blocks in use (a running total, not damage)",
                 root.nr_allocated,
-                counts.len(),
+                counts.nonzero(),
             ));
         }
         whole.then_some(counts)
     }
 }
 
-/// Compares the references found with a space map's counts: leaks (counted
-/// once, referenced by nothing) go to `leaks`, every other difference to
-/// `errors`. `owner` names a data block's first user.
+/// Compares the references found with a space map's counts, block by
+/// block over the device: leaks (counted once, referenced by nothing) go
+/// to `leaks`, every other difference to `errors`. `owners` names the
+/// first users of data blocks.
 pub(super) fn compare(
     what: &str,
-    expected: &HashMap<u64, u32>,
-    actual: &BTreeMap<u64, u32>,
-    owner: &HashMap<u64, (u64, u64)>,
+    expected: &Counts,
+    actual: &Counts,
+    owners: &dyn Fn(&[u64]) -> Owners,
     leaks: &mut Vec<u64>,
     errors: &mut Vec<String>,
 ) {
     let mut bad = Vec::new();
-    for (b, c) in actual {
-        match expected.get(b).copied().unwrap_or(0) {
-            0 if *c == 1 => leaks.push(*b),
-            e if e != *c => bad.push((*b, format!("space map says {c}, references {e}"))),
-            _ => {}
+    let mut n = 0usize;
+    for b in expected.differ(actual) {
+        let (e, c) = (expected.get(b), actual.get(b));
+        let t = match (e, c) {
+            _ if e == c => continue,
+            (0, 1) => {
+                leaks.push(b);
+                continue;
+            }
+            (_, 0) => format!(
+                "free in space map but referenced {e} {}",
+                if e == 1 { "time" } else { "times" }
+            ),
+            _ => format!("space map says {c}, references {e}"),
+        };
+        n += 1;
+        if bad.len() < MAX_LISTED {
+            bad.push((b, t));
         }
     }
-    for (b, e) in expected {
-        if !actual.contains_key(b) {
-            bad.push((
-                *b,
-                format!(
-                    "free in space map but referenced {e} {}",
-                    if *e == 1 { "time" } else { "times" }
-                ),
-            ));
-        }
-    }
-    bad.sort();
-    let n = bad.len();
-    for (b, t) in bad.into_iter().take(MAX_LISTED) {
+    let listed: Vec<u64> = bad.iter().map(|(b, _)| *b).collect();
+    let owner = owners(&listed);
+    for (b, t) in bad {
         let who = match owner.get(&b) {
             Some((d, v)) => format!(" (thin device {d}, block {v})"),
             None => String::new(),

@@ -18,7 +18,7 @@ use std::string::String;
 
 use std::vec::Vec;
 
-use super::{Ctx, Entries, Label, Report};
+use super::{Ctx, Entries, Label, Owners, Report};
 
 /// A failure to read or decode the B-tree node at block `b`, worded as
 /// thin_check words it: "bad checksum in btree node (block 11)".
@@ -28,10 +28,10 @@ fn in_node(b: u64) -> impl Fn(CoreError) -> String + Copy {
 
 impl<S: BlockStore> Ctx<'_, S> {
     pub(super) fn inc_meta(&mut self, b: u64) -> Result<(), String> {
-        if b == 0 && !self.meta.is_empty() || b >= self.nr_meta {
+        if b == 0 && self.meta.nonzero() > 0 || b >= self.nr_meta {
             return Err(format!("metadata reference out of range: {b}"));
         }
-        *self.meta.entry(b).or_default() += 1;
+        self.meta.inc(b);
         Ok(())
     }
 
@@ -63,11 +63,19 @@ impl<S: BlockStore> Ctx<'_, S> {
             if self.bad.contains(&b) {
                 return Err(format!("node {b} is damaged (see above)"));
             }
+            // A shared subtree: its mappings count again for this device.
+            match self.below.get(&b) {
+                Some(n) => self.tally += n,
+                None => self.gaps += 1,
+            }
             return Ok(());
         }
+        let (tally, gaps) = (self.tally, self.gaps);
         let r = self.visit_new(b, kind, lo, hi, depth, leaf_depth, out);
         if r.is_err() {
             self.bad.insert(b);
+        } else if kind == TreeKind::Mapping && self.gaps == gaps {
+            self.below.insert(b, self.tally - tally);
         }
         r
     }
@@ -94,8 +102,10 @@ impl<S: BlockStore> Ctx<'_, S> {
                 h.nr_entries, h.max_entries
             ));
         }
-        let mut keys = Vec::new();
-        let mut vals = Vec::new();
+        // The values side by side in one buffer (not one allocation each).
+        let vs = h.value_size;
+        let mut keys = Vec::with_capacity(h.nr_entries);
+        let mut vals = Vec::with_capacity(h.nr_entries * vs);
         for i in 0..h.nr_entries {
             let k = node::key(&g, &h, i).map_err(in_node(b))?;
             if k < lo || hi.is_some_and(|h| k >= h) {
@@ -105,9 +115,10 @@ impl<S: BlockStore> Ctx<'_, S> {
                 ));
             }
             keys.push(k);
-            vals.push(node::value(&g, &h, i).map_err(in_node(b))?.to_vec());
+            vals.extend_from_slice(node::value(&g, &h, i).map_err(in_node(b))?);
         }
         drop(g);
+        let val = |i: usize| vals.get(i * vs..(i + 1) * vs).unwrap_or(&[]);
         if h.leaf {
             match leaf_depth {
                 Some(d) if *d != depth => {
@@ -115,7 +126,9 @@ impl<S: BlockStore> Ctx<'_, S> {
                 }
                 _ => *leaf_depth = Some(depth),
             }
-            for (k, v) in keys.iter().zip(vals.iter()) {
+            self.tally += keys.len() as u64;
+            for (i, k) in keys.iter().enumerate() {
+                let v = val(i);
                 match kind {
                     TreeKind::Mapping => {
                         let m = u64_of(v).map_err(in_node(b))?;
@@ -128,10 +141,7 @@ impl<S: BlockStore> Ctx<'_, S> {
                             );
                             self.damage(*k, Some(*k + 1), e);
                         }
-                        *self.data.entry(m >> 24).or_default() += 1;
-                        if let Label::Device { dev, .. } = self.label {
-                            self.owner.entry(m >> 24).or_insert((dev, *k));
-                        }
+                        self.data.inc(m >> 24);
                     }
                     TreeKind::DataIndex => {
                         let ie = IndexEntry::decode(v).map_err(in_node(b))?;
@@ -140,15 +150,16 @@ impl<S: BlockStore> Ctx<'_, S> {
                     _ => {}
                 }
                 if let Some(o) = out.as_mut() {
-                    o.push((*k, v.clone()));
+                    o.push((*k, v.to_vec()));
                 }
             }
         } else {
             for i in 0..keys.len() {
-                let child = u64_of(&vals[i]).map_err(in_node(b))?;
+                let child = u64_of(val(i)).map_err(in_node(b))?;
                 let chi = keys.get(i + 1).copied().or(hi);
                 if let Err(e) = self.visit(child, kind, keys[i], chi, depth + 1, leaf_depth, out) {
                     self.damage(keys[i], chi, e);
+                    self.gaps += 1;
                 }
             }
         }
@@ -234,6 +245,30 @@ impl<S: BlockStore> Ctx<'_, S> {
         }
     }
 
+    /// The first (thin device, virtual block) found mapping each of the
+    /// data blocks `wanted`, in the order the walk met the devices: named
+    /// in the messages about them. Read again only when there is
+    /// something to name (a map kept for every block during the walk
+    /// cost more than the counts).
+    pub(super) fn owners(&self, wanted: &[u64]) -> Owners {
+        let mut found = BTreeMap::new();
+        for &(dev, root) in &self.dev_roots {
+            if found.len() == wanted.len() {
+                break;
+            }
+            let mut v = Vec::new();
+            // Damage is reported by the walk; what can be read is enough.
+            let _ = self.collect(root, TreeKind::Mapping, 0, &mut v, &mut HashSet::new());
+            for (k, m) in v {
+                let Ok(m) = u64_of(&m) else { continue };
+                if wanted.contains(&(m >> 24)) {
+                    found.entry(m >> 24).or_insert((dev, k));
+                }
+            }
+        }
+        found
+    }
+
     /// Walks a superblock's mapping and details trees. References from a
     /// top-level leaf to device trees are counted once per leaf node, so
     /// only leaves not seen before (through another superblock) add them.
@@ -254,6 +289,7 @@ impl<S: BlockStore> Ctx<'_, S> {
             let r = u64_of(root)
                 .map_err(|e| format!("{e} in the root of its mapping tree"))
                 .and_then(|root| {
+                    self.dev_roots.push((*dev, root));
                     self.visit(root, TreeKind::Mapping, 0, None, 0, &mut None, &mut None)
                 });
             if let Err(e) = r {
@@ -285,7 +321,6 @@ impl<S: BlockStore> Ctx<'_, S> {
         let det: BTreeMap<u64, Vec<u8>> = det.into_iter().collect();
         for (dev, root) in &top {
             let Some(d) = det.get(dev) else { continue };
-            let label = Label::Device { dev: *dev, held };
             let d = match DeviceDetails::decode(d) {
                 Ok(d) => d,
                 Err(e) => {
@@ -294,11 +329,11 @@ impl<S: BlockStore> Ctx<'_, S> {
                     continue;
                 }
             };
-            let Ok(root) = u64_of(root) else { continue };
-            let Some(entries) = self.collect_all(root, TreeKind::Mapping, label) else {
+            // The mappings under the root, counted by the walk (none when
+            // a part of the tree could not be read).
+            let Some(&n) = u64_of(root).ok().and_then(|r| self.below.get(&r)) else {
                 continue;
             };
-            let n = entries.len() as u64;
             if n != d.mapped_blocks {
                 self.errors.push(format!(
                     "thin device {dev}{}: mapped_blocks {} in its details but {n} mappings",
