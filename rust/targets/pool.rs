@@ -113,7 +113,8 @@ impl TargetOps for Pool {
             .ok_or(CtrError::new(EINVAL, glue_errors::ALLOC_POOL))?;
         let pool = registry::find_or_create(md, &metadata, &data, parsed.block_size, features)?;
         pool.lock().data_bdev = data.handle();
-        // QUIRK 1: a reload with another block size is accepted and ignored;
+        // As dm-thin: a reload with another block size is accepted and ignored
+        // (compatibility.md, "Reload with another block size");
         // the live pool's size is what the table shows and what sizes it.
         let block_size = pool.lock().metadata().data_block_size();
         ti.set_num_flush_bios(1);

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # Reloading a live pool, as dm-thin: another block size is accepted and
-# ignored (QUIRK 1: the table keeps showing the live size); discards cannot
+# ignored (the table keeps showing the live size: compatibility.md, "Reload
+# with another block size"); discards cannot
 # be turned off once on; features such as skip_block_zeroing take effect for
 # thin volumes that are already active; a grown metadata device grows the
 # metadata space map, a shrunk one is refused.

@@ -42,7 +42,7 @@ run dd if=/tmp/b of=/dev/mapper/thin bs=64k seek=20 oflag=direct 2>/dev/null
 [ "$(used)" = 32/32 ] || fail "expected a full pool: $(dmsetup status pool)"
 reload_pool pool $meta /dev/mapper/data 8192
 dmesg | grep -qF "growing the data device from 32 to 64 blocks" ||
-	bad "L70: no log line 'growing the data device from 32 to 64 blocks' (dm-thin logs it, spec 1.3)"
+	bad "L70: no log line 'growing the data device from 32 to 64 blocks' (dm-thin logs it)"
 [ "$(used)" = 32/64 ] || fail "L70: after growing: $(dmsetup status pool)"
 run dd if=/dev/urandom of=/tmp/c bs=64k count=24 2>/dev/null
 run timeout 30 dd if=/tmp/c of=/dev/mapper/thin bs=64k seek=100 oflag=direct 2>/dev/null

@@ -2,6 +2,11 @@
 # Helpers for the VM tests (busybox sh). Each test is a script that exits 0 on
 # success; `fail` explains what went wrong and exits 1. The runner removes
 # every dm device after each test.
+# A test is a script named NN-what.sh: NN is its area (00 module, 10 tables,
+# 20-31 the targets' I/O and lifecycle, 40 names, 50 rthinctl, 60 pool
+# messages and modes, 70 data-path scenarios, 80-85 attacks, 90-95 long runs;
+# the table is in Documentation/testing.md, "The NN- numbers"); the runner
+# takes every tests/vm/[0-9]*.sh, in name order.
 set -u
 
 fail() {

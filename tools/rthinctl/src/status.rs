@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Parsing of the kernel's pool and thin status and table lines (spec §1.6,
-//! §1.8), as returned by `DM_TABLE_STATUS`.
+//! Parsing of the kernel's pool and thin status and table lines
+//! (interface.md, "Status lines"), as returned by `DM_TABLE_STATUS`.
 //!
 //! The parser is deliberately tolerant, like libdm's and dmtest-python's:
 //! the first four pool fields are positional (they have been stable since
@@ -384,7 +384,7 @@ mod tests {
 
     #[test]
     fn fresh_pool_golden() {
-        // Spec §1.6 example, with 51 reserve + 10 really used.
+        // interface.md's "Status lines" example, with 51 reserve + 10 really used.
         let u = working("0 61/512 0/16384 - rw discard_passdown queue_if_no_space - 128 ");
         assert_eq!(u.transaction_id, 0);
         assert_eq!((u.meta_used, u.meta_total), (61, 512));

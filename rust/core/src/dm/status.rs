@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Pool and thin status lines (spec §1.6, §1.8), byte for byte as dm-thin.
+//! Pool and thin status lines (interface.md, "Status lines"), byte for byte
+//! as dm-thin.
 //!
 //! Pool INFO (note the trailing space after every field, including the last):
 //!
@@ -179,7 +180,8 @@ pub mod selftest {
     use super::*;
     use crate::dm::status_buf::StatusBuf;
 
-    /// The fresh pool of spec §1.6 (2 MiB metadata, 64 KiB blocks, 1 GiB).
+    /// The fresh pool of interface.md's "Status lines" example (2 MiB
+    /// metadata, 64 KiB blocks, 1 GiB).
     pub fn fresh_pool_example() -> PoolInfo {
         PoolInfo {
             transaction_id: 0,

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The thin target's constructor arguments and table line (spec §1.7, §1.8).
+//! The thin target's constructor arguments and table line (interface.md,
+//! "Thin target").
 //!
 //! ```text
 //! <pool dev> <dev id> [<external origin dev>]
@@ -19,7 +20,8 @@ use crate::dm::status_buf::DevNum;
 pub const MAX_DEV_ID: u32 = 16_777_215;
 
 /// `ti->error` texts the glue sets itself for the steps that need devices,
-/// memory or the pool (Appendix B).
+/// memory or the pool (the glue's steps of the check table in interface.md,
+/// "Thin target").
 pub mod glue_errors {
     use core::ffi::CStr;
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The thin-pool superblock (block 0) (spec 2.2); it holds the two space
+//! The thin-pool superblock (block 0; format.md, "Superblock"); it holds the two space
 //! maps' root records ([`SmRoot`], defined with the space maps).
 
 use crate::core_error::{corrupt, CoreError, CoreResult, Corruption};

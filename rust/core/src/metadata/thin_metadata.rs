@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The thin-pool metadata object: devices, mappings, transactions and
-//! metadata snapshots on top of the B-trees and space maps (spec 1.5, 2.4-2.10).
+//! metadata snapshots on top of the B-trees and space maps (format.md, "Trees
+//! of the thin pool" to "Metadata snapshot").
 //!
 //! Every mutating call marks the metadata "in service"; [`ThinMetadata::commit`]
 //! then makes the whole transaction durable (superblock written last) and does
@@ -72,7 +73,9 @@ impl LookupResult {
 pub struct SpaceUsage {
     /// Total blocks.
     pub total: u64,
-    /// Free blocks (dm-thin semantics, see spec 2.8).
+    /// Free blocks: those with a count of 0 in the current transaction, as
+    /// dm-thin's `dm_sm_get_nr_free` counts them; for metadata the reserve
+    /// is not free (interface.md, "Status lines").
     pub free: u64,
 }
 

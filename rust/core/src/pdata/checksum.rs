@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-//! CRC-32C and the per-block-type checksums of dm-thin metadata (spec 2.1).
+//! CRC-32C and the per-block-type checksums of dm-thin metadata (format.md,
+//! "Blocks").
 //!
 //! `csum = crc32c_raw(!0, block[4..4096]) ^ type_xor`, stored LE at offset 0;
 //! the block's own number is stored at offset 8. [`seal`] fills both in before
@@ -180,7 +181,7 @@ mod tests {
     }
 
     #[test]
-    fn spec_vectors() {
+    fn dm_thin_vectors() {
         let z = vec![0u8; 4096];
         assert_eq!(block_csum(BlockKind::Superblock, &z).unwrap(), 0x58CF_D397);
         assert_eq!(block_csum(BlockKind::Node, &z).unwrap(), 0x58CC_7E82);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The pool target's messages (spec §1.5).
+//! The pool target's messages (interface.md, "Pool messages").
 //!
 //! ```text
 //! create_thin <id>

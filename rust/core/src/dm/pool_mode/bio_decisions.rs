@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The per-bio questions a worker asks the mode (spec §3.6): the decisions
+//! The per-bio questions a worker asks the mode (interface.md, "Pool modes"): the decisions
 //! for a bio given its lookup, for a discard, and for a provision or a
 //! discard that finished its I/O, with the types they are made of.
 
@@ -113,8 +113,9 @@ impl PoolModeState {
 
     /// The worker's decision for a non-discard bio given the lookup result.
     /// In WRITE mode normal processing; in OODS/OOMS/RO the read-only path
-    /// (an empty write to an unmapped block is unserviceable there:
-    /// [QUIRK] 3); in FAIL an error.
+    /// (an empty write to an unmapped block is unserviceable there, as in
+    /// dm-thin: compatibility.md, "Empty flush to an unmapped block"); in
+    /// FAIL an error.
     pub fn decide_bio(&self, item: WorkItem, dir: BioDir, lookup: Lookup) -> BioAction {
         match self.mode {
             PoolMode::Fail => BioAction::Error(self.fail_error(item)),

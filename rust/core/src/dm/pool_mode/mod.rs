@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The pool mode state machine (spec §1.11, §1.12, §3.6) as pure decisions.
+//! The pool mode state machine (interface.md, "Pool modes") as pure decisions.
 //!
 //! [`PoolModeState`] holds what dm-thin keeps in `pool->pf.mode`, the live
 //! `error_if_no_space` flag, the sticky `out_of_data_space` flag and the mode
@@ -12,8 +12,9 @@
 //!
 //! The per-bio questions ("may this bio provision?", "queue, error or
 //! proceed?") are answered by [`PoolModeState::decide_bio`],
-//! [`PoolModeState::decide_discard`] and friends, mirroring the mode →
-//! function table of spec §3.6.
+//! [`PoolModeState::decide_discard`] and friends, mirroring the functions
+//! dm-thin's `set_pool_mode` installs for each mode (`process_bio`,
+//! `process_bio_read_only`, `process_bio_fail`, ...).
 //!
 //! | file | what |
 //! |---|---|
@@ -162,7 +163,9 @@ impl PoolModeState {
     }
 
     /// The sticky out-of-data-space flag: set on entering OODS, cleared only
-    /// on entering WRITE ([QUIRK] 9: it survives a move to RO/FAIL).
+    /// on entering WRITE, so it survives a move to RO/FAIL as dm-thin's does
+    /// (compatibility.md, "The out-of-data-space error survives a mode
+    /// change").
     pub fn out_of_data_space(&self) -> bool {
         self.out_of_data_space
     }

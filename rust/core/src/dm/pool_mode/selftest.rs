@@ -5,7 +5,8 @@ use super::*;
 
 const T: u32 = 60;
 
-/// Status strings and per-mode permissions (spec §1.11 table).
+/// Status strings and per-mode permissions (the table of interface.md, "Pool
+/// modes").
 pub fn mode_table() -> bool {
     use PoolMode::*;
     Write.status_str() == Some("rw")

@@ -96,7 +96,7 @@ fn needs_check_keeps_old_mode_when_not_write() {
 }
 
 #[test]
-fn quirk9_enospc_survives_move_to_read_only() {
+fn enospc_survives_move_to_read_only() {
     let mut s = fresh(false, false);
     s.data_space_exhausted(false, T);
     let c = s.metadata_operation_failed(true, true, T);
@@ -189,7 +189,8 @@ fn read_only_path_decisions() {
         let w = |d, l| s.decide_bio(WorkItem::Cell, d, l);
         assert_eq!(w(BioDir::Read, Lookup::Unmapped), BioAction::ReadHole);
         assert_eq!(w(BioDir::Write, Lookup::Unmapped), unserviceable);
-        // [QUIRK] 3: empty flush to an unmapped vblock is unserviceable.
+        // As dm-thin: an empty flush to an unmapped vblock is unserviceable
+        // (compatibility.md, "Empty flush to an unmapped block").
         assert_eq!(w(BioDir::EmptyWrite, Lookup::Unmapped), unserviceable);
         assert_eq!(
             w(BioDir::Write, Lookup::Mapped { shared: true }),

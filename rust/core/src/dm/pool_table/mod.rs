@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The pool target's constructor arguments and table line (spec §1.2, §1.6).
+//! The pool target's constructor arguments and table line (interface.md,
+//! "Pool target").
 //!
 //! ```text
 //! <metadata dev> <data dev> <data block size> <low water mark> [<#features> <feature>*]
@@ -35,7 +36,8 @@ pub const METADATA_MAX_SECTORS: u64 = 33_292_800;
 pub const METADATA_MAX_SECTORS_WARNING: u64 = 33_554_432;
 
 /// `ti->error` texts the glue sets itself for the steps that need devices or
-/// memory (Appendix B), so every pool ctr string lives in one place.
+/// memory (the glue's steps of the check table in interface.md, "Pool
+/// target"), so every pool ctr string lives in one place.
 pub mod glue_errors {
     use core::ffi::CStr;
 
@@ -300,7 +302,8 @@ pub struct PoolTableLine {
     /// Data device number.
     pub data_dev: DevNum,
     /// The **live pool object's** block size (a reload with a different size
-    /// keeps the old one: [QUIRK] 1).
+    /// keeps the old one, as in dm-thin: compatibility.md, "Reload with
+    /// another block size").
     pub block_size: u32,
     /// This table's low water mark.
     pub low_water_blocks: u64,
@@ -348,7 +351,7 @@ pub fn metadata_low_water_threshold(dev_blocks: u64) -> u64 {
 }
 
 /// The queue limits a pool device gets on top of those dm stacked from its
-/// data device (dm-thin's `pool_io_hints`, spec §1.3).
+/// data device (dm-thin's `pool_io_hints`; interface.md, "Pool target").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolIoLimits {
     /// `max_sectors`: a value below one block that does not divide the block

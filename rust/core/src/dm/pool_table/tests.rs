@@ -48,8 +48,8 @@ fn scenarios() {
 
 #[test]
 fn block_sizes_checklist_a3() {
-    // The spec's checklist A3 lists 192 as accepted, but 192 is not a
-    // multiple of 128 and dm-thin's `bs & 127` test rejects it.
+    // 192 is not a multiple of 128 and dm-thin's `bs & 127` test rejects
+    // it (compatibility.md, "Block size 192").
     for bad in [
         "0", "64", "127", "129", "192", "2097280", "abc", "128x", "", "-128", "0x80",
     ] {
@@ -170,7 +170,8 @@ fn table_lines_checklist_a10() {
         table_line(&t, 128),
         "253:1 253:2 128 7 4 ignore_discard no_discard_passdown read_only error_if_no_space "
     );
-    // [QUIRK] 1: the live block size is printed, not the table's.
+    // The live block size is printed, not the table's (compatibility.md,
+    // "Reload with another block size").
     let t = parse("m d 256 0").unwrap();
     assert_eq!(table_line(&t, 128), "253:1 253:2 128 0 0 ");
     let mut f = PoolFeatures::DEFAULT;
@@ -249,7 +250,7 @@ fn table_truncation() {
     }
 }
 
-/// dm-thin's rule for `max_sectors` as its spec states it, one step at a
+/// dm-thin's rule for `max_sectors` as `pool_io_hints` applies it, one step at a
 /// time: while it does not divide the block, the next power of two down
 /// (strictly down from a power of two).
 fn max_sectors_stepwise(block: u32, max: u32) -> u32 {

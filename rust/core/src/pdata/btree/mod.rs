@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Copy-on-write B+trees with u64 keys in the dm-persistent-data node format
-//! (spec 2.3).
+//! (format.md, "B-tree nodes").
 //!
 //! [`node`] decodes and edits one node in place inside a block buffer; the
 //! tree algorithms are methods of the transaction manager (`pdata::tm::Tm`),

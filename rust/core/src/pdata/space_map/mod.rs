@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Reference-count space maps for metadata and data blocks (spec 2.6).
+//! Reference-count space maps for metadata and data blocks (format.md, "Space
+//! maps").
 //!
 //! Both maps share the encoding: bitmap blocks of 16,320 two-bit counts
 //! (3 = "see the overflow B-tree"), an overflow B-tree of u32 counts, and one
@@ -663,7 +664,7 @@ mod tests {
     use std::vec;
 
     #[test]
-    fn bitmap_encoding_matches_spec() {
+    fn bitmap_encoding_matches_format() {
         let mut b = vec![0u8; 4096];
         bitmap_set(&mut b, 0, 1).unwrap();
         assert_eq!(b[16], 0x02);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The root record of a space map (`disk_sm_root`, spec 2.2): what a
+//! The root record of a space map (`disk_sm_root`; format.md, "Superblock"): what a
 //! transaction commits of each space map, stored in the superblock.
 
 use crate::core_error::CoreResult;
