@@ -149,7 +149,7 @@ if step "kernel module build (W=1, clippy, warning-free)" env SELFTEST=1 "$RTHIN
 	phase_begin
 	if step "rthinctl, rthin-crashtest and rthin-torture release build" cargo build --release --quiet -p rthinctl -p rthin-crashtest -p rthin-torture &&
 		step "VM test data (corrupted metadata images)" \
-			cargo run --release --quiet -p rthin-core --example corrupt_images "$RTHIN_OUT/vm-data/corrupt" &&
+			cargo run --release --quiet -p rthin-core-support --bin corrupt_images "$RTHIN_OUT/vm-data/corrupt" &&
 		step "VM initramfs" "$RTHIN_ROOT/scripts/initramfs.sh" "$initramfs" "$moddir"; then
 		phase_end "tools, test data, initramfs"
 		vm_args=()

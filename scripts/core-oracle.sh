@@ -16,8 +16,8 @@ rel() { printf '/src/%s' "${1#"$RTHIN_ROOT"/}"; }
 
 [ -x "$RTHIN_SYSROOT/usr/sbin/thin_check" ] || die "no thin_check in $RTHIN_SYSROOT: run scripts/sysroot.sh"
 log "building the oracle driver"
-(cd "$RTHIN_ROOT" && cargo build -q --release -p rthin-core --example oracle) || die "cargo build failed"
-drv=$RTHIN_ROOT/target/release/examples/oracle
+(cd "$RTHIN_ROOT" && cargo build -q --release -p rthin-core-support --bin oracle) || die "cargo build failed"
+drv=$RTHIN_ROOT/target/release/oracle
 
 pass=0
 fail=0

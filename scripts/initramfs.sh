@@ -91,7 +91,7 @@ if [ "${RTHIN_SELFCHECK_FAIL:-}" = vm ]; then
 	files+=("$RTHIN_ROOT/tests/vm/selfcheck-fail.sh /rthin/tests/99-selfcheck-fail.sh")
 fi
 files+=("$RTHIN_ROOT/tests/vm/demo.sh /rthin/demo.sh")
-# Generated test data (scripts/check.sh: the corrupt_images example).
+# Generated test data (scripts/check.sh: the corrupt_images binary of tests/core-support).
 [ ! -d "$RTHIN_OUT/vm-data" ] || files+=("$RTHIN_OUT/vm-data /rthin/data")
 files+=("$moddir/dm-rthin.ko /rthin/dm-rthin.ko")
 [ ! -x "$RTHIN_ROOT/target/release/rthinctl" ] || files+=("$RTHIN_ROOT/target/release/rthinctl /usr/sbin/rthinctl")

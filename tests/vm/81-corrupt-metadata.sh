@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-# Corrupted metadata (issue 7). The corrupt_images example (run by
+# Corrupted metadata (issue 7). The corrupt_images binary of tests/core-support (run by
 # scripts/check.sh) writes a base pool image (thins, snapshots with shared
 # subtrees, overflow reference counts, a held metadata snapshot) and a list
 # of damages: bit flips and zeroed blocks with wrong checksums, resealed
@@ -17,7 +17,7 @@
 . /rthin/tests/lib.sh
 
 dir=/rthin/data/corrupt
-[ -f $dir/cases ] || fail "no $dir/cases: scripts/check.sh generates it (cargo run --example corrupt_images)"
+[ -f $dir/cases ] || fail "no $dir/cases: scripts/check.sh generates it (cargo run -p rthin-core-support --bin corrupt_images)"
 . $dir/info
 tier=1
 [ "${RTHIN_CORRUPT_ALL:-0}" = 1 ] && tier=2

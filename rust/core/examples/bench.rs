@@ -5,11 +5,8 @@
 //! at write-back), except the last figure, which commits to a file with fsync.
 #![allow(missing_docs, unreachable_pub)]
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
-use common::{FileMedia, HostStore, MemMedia, Rng};
 use rthin_core::metadata::thin_metadata::ThinMetadata;
+use rthin_core_support::{FileMedia, HostStore, MemMedia, Rng};
 use std::time::Instant;
 
 fn per_sec(n: u64, secs: f64) -> String {

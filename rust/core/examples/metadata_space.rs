@@ -8,11 +8,8 @@
 //! rthin and the C dm-thin in one VM boot.
 #![allow(missing_docs, unreachable_pub)]
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
-use common::{HostStore, MemMedia, Rng};
 use rthin_core::metadata::thin_metadata::ThinMetadata;
+use rthin_core_support::{HostStore, MemMedia, Rng};
 
 type Md = ThinMetadata<HostStore<MemMedia>>;
 

@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Basic behaviour of the metadata core over the host stores.
-mod common;
 
-use common::{mem_store, HostStore, MemMedia};
 use rthin_core::core_error::CoreError;
 use rthin_core::metadata::checker;
 use rthin_core::metadata::thin_metadata::ThinMetadata;
+use rthin_core_support::{mem_store, HostStore, MemMedia};
 
 #[test]
 fn format_open_empty() {

@@ -4,12 +4,11 @@
 //! snapshot. Raw flips must be reported as corruption by some operation that
 //! reads the block; flips whose checksum is then recomputed (so structural
 //! validation is exercised) may succeed or fail, but nothing may panic or hang.
-mod common;
 
-use common::{sealed_kind, HostStore, MemMedia, Rng, SharedImage};
 use rthin_core::core_error::CoreError;
 use rthin_core::metadata::thin_metadata::ThinMetadata;
 use rthin_core::pdata::checksum::{seal, verify, BlockKind};
+use rthin_core_support::{sealed_kind, HostStore, MemMedia, Rng, SharedImage};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 const DATA: u64 = 400;

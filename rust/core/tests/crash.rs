@@ -7,12 +7,11 @@
 //! the independent checker (the full checker on every 4th image and on every
 //! torn superblock, the state comparison on all); every 25th crashed image is also modified and
 //! committed again.
-mod common;
 
-use common::{dump, Devs, HostStore, MemMedia, Rng, RoMedia};
 use rthin_core::core_error::CoreError;
 use rthin_core::metadata::checker;
 use rthin_core::metadata::thin_metadata::ThinMetadata;
+use rthin_core_support::{dump, Devs, HostStore, MemMedia, Rng, RoMedia};
 
 #[derive(Clone, Debug, PartialEq)]
 struct State {
@@ -33,7 +32,7 @@ fn state<S: rthin_core::pdata::block_store::BlockStore>(md: &ThinMetadata<S>) ->
 
 /// Runs the workload; returns the write log and, for every superblock write
 /// (by log index), the state that commit made durable.
-type WriteLog = Vec<(u64, Box<common::Block>)>;
+type WriteLog = Vec<(u64, Box<rthin_core_support::Block>)>;
 
 fn record(seed: u64) -> (WriteLog, Vec<(usize, State)>, u64) {
     let mut rng = Rng::new(seed);
@@ -172,7 +171,7 @@ fn crash_at_every_write(seed: u64) {
                 // The next write torn: only its first `s` sectors reach the media.
                 let s = 1 + rng.below(7) as usize;
                 let mut blk = [0u8; 4096];
-                common::Media::read_block(&media, *b, &mut blk).unwrap();
+                rthin_core_support::Media::read_block(&media, *b, &mut blk).unwrap();
                 blk[..s * 512].copy_from_slice(&data[..s * 512]);
                 let want_t = if *b == 0 {
                     expect_at(&commits, k + 1)
@@ -201,7 +200,7 @@ fn crash_at_every_write(seed: u64) {
                     checker::check(md.store())
                         .unwrap_or_else(|e| panic!("seed {seed} reuse at {k}: {e}"));
                 }
-                common::Media::write_block(&mut media, *b, data).unwrap();
+                rthin_core_support::Media::write_block(&mut media, *b, data).unwrap();
             }
         }
     }

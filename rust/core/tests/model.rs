@@ -3,12 +3,11 @@
 //! metadata core and against a plain BTreeMap model; after every commit the
 //! committed image is checked with the independent reference-count checker,
 //! and after every reopen everything is compared with the model.
-mod common;
 
-use common::{dump, Devs, HostStore, MemMedia, MemStore, Rng};
 use rthin_core::core_error::CoreError;
 use rthin_core::metadata::checker;
 use rthin_core::metadata::thin_metadata::{DeviceDetails, ThinMetadata};
+use rthin_core_support::{dump, Devs, HostStore, MemMedia, MemStore, Rng};
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Clone, Default, Debug, PartialEq)]
@@ -185,7 +184,7 @@ fn run(seed: u64, cfg: &Cfg) -> (usize, usize, u64) {
             } else {
                 m.trans_id
             };
-            let new = rng.next();
+            let new = rng.next_u64();
             let res = md.set_transaction_id(cur, new);
             if cur == m.trans_id {
                 res.unwrap();

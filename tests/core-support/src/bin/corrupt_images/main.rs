@@ -23,9 +23,6 @@
 //! its in-use blocks; `out` writes the cases and chooses tier 1.
 #![allow(missing_docs, unreachable_pub)]
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-
 mod base;
 mod btree;
 mod out;
@@ -33,9 +30,9 @@ mod raw;
 mod space_map;
 mod superblock;
 
-use common::{sealed_kind, Block, MemMedia, SharedImage};
 use out::Out;
 use rthin_core::pdata::checksum::seal;
+use rthin_core_support::{sealed_kind, Block, MemMedia, SharedImage};
 use std::collections::BTreeMap;
 
 const META_BLOCKS: u64 = 512;

@@ -1,15 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Host-side test support (never mounted in the kernel): block stores over
-//! memory and files with dm-bufio-like caching, crash/tear injection and
-//! random early write-back; a deterministic PRNG. (The metadata checker that
-//! recomputes every reference count is the core's `rthin_core::metadata::checker`.)
-#![allow(
-    dead_code,
-    unreachable_pub,
-    missing_docs,
-    clippy::too_many_arguments,
-    clippy::type_complexity
-)]
+//! Host-side test support for `rthin-core` (never mounted in the kernel):
+//! block stores over memory and files with dm-bufio-like caching, crash/tear
+//! injection and random early write-back; a deterministic PRNG. The core's
+//! tests and examples use it as a dev-dependency; its binaries are the
+//! oracle driver (`scripts/core-oracle.sh`) and the damaged-image generator
+//! (`tests/vm/81-corrupt-metadata.sh`). (The metadata checker that recomputes
+//! every reference count is the core's `rthin_core::metadata::checker`.)
+#![allow(missing_docs, clippy::too_many_arguments, clippy::type_complexity)]
 
 use rthin_core::core_error::{CoreError, CoreResult};
 use rthin_core::pdata::block_store::BlockStore;
@@ -29,7 +26,7 @@ impl Rng {
     pub fn new(seed: u64) -> Self {
         Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
         x ^= x << 25;
@@ -41,7 +38,7 @@ impl Rng {
         if n == 0 {
             0
         } else {
-            self.next() % n
+            self.next_u64() % n
         }
     }
     pub fn chance(&mut self, one_in: u64) -> bool {
@@ -355,7 +352,7 @@ impl<M: Media> HostStore<M> {
                 if !r.chance(4) {
                     return Ok(());
                 }
-                r.next()
+                r.next_u64()
             }
             None => return Ok(()),
         };

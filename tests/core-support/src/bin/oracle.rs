@@ -14,13 +14,10 @@
 //!   deterministic set of changes, commit, and write the new expectation.
 #![allow(missing_docs, unreachable_pub)]
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
-use common::{dump, FileMedia, FileStore, HostStore, MemMedia, MemStore, Rng};
 use rthin_core::metadata::checker;
 use rthin_core::metadata::thin_metadata::ThinMetadata;
 use rthin_core::pdata::block_store::BlockStore;
+use rthin_core_support::{dump, FileMedia, FileStore, HostStore, MemMedia, MemStore, Rng};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;

@@ -3,9 +3,9 @@
 //! wrong; the same flips resealed), a valid node at the wrong block, and
 //! metadata devices cut short.
 
-use crate::common::{sealed_kind, Rng};
 use crate::{Ctx, META_BLOCKS};
 use rthin_core::pdata::checksum::{seal, BLOCK_SIZE};
+use rthin_core_support::{sealed_kind, Rng};
 
 pub fn cases(ctx: &mut Ctx) {
     let big = std::env::var("RTHIN_CORRUPT_FLIPS")

@@ -3,11 +3,11 @@
 //! bitmaps that disagree with what the trees use, and a metadata space-map
 //! index pointing at the wrong bitmap.
 
-use crate::common::HostStore;
 use crate::Ctx;
 use rthin_core::metadata::thin_metadata::ThinMetadata;
 use rthin_core::pdata::codec::{put_u32, put_u64};
 use rthin_core::pdata::space_map::{bitmap_get, bitmap_set, INDEX_ENTRIES_OFF};
+use rthin_core_support::HostStore;
 
 pub fn cases(ctx: &mut Ctx) {
     let data_map = {

@@ -2,12 +2,12 @@
 //! The base image every case damages, and the role of each of its in-use
 //! blocks (the cases are chosen and named by role).
 
-use crate::common::{MemMedia, SharedImage};
 use crate::{DATA_BLOCKS, META_BLOCKS};
 use rthin_core::metadata::superblock::Superblock;
 use rthin_core::pdata::btree::node;
 use rthin_core::pdata::codec::get_u64;
 use rthin_core::pdata::space_map::{IndexEntry, INDEX_ENTRIES_OFF};
+use rthin_core_support::{MemMedia, SharedImage};
 use std::collections::BTreeMap;
 
 pub fn build() -> MemMedia {

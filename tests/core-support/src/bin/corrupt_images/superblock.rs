@@ -3,10 +3,10 @@
 //! resealed, then a wrong checksum and a valid block of another kind at
 //! block 0.
 
-use crate::common::Block;
 use crate::{Ctx, HUGE, META_BLOCKS};
 use rthin_core::metadata::superblock::{off, MAGIC};
 use rthin_core::pdata::codec::{put_u32, put_u64};
+use rthin_core_support::Block;
 
 pub fn cases(ctx: &mut Ctx) {
     let sb_u64 = |o: usize, v: u64| ctx.resealed(0, &move |b: &mut [u8]| put_u64(b, o, v).unwrap());
