@@ -555,8 +555,10 @@ fn check_globals(cmd: &Cmd, m: &clap::ArgMatches) -> Result<()> {
     Ok(())
 }
 
-/// kernel: nothing is opened before the command line is known to be good.
-pub enum Ready {
+/// A command line checked whole: the ids and message words of the commands
+/// that change a pool, parsed as the kernel would parse them, so that
+/// nothing is opened before the command line is known to be good.
+pub enum Validated {
     CreateThin(String, IdArg, Guard),
     CreateSnap(String, IdArg, u32, bool, Guard),
     Delete(String, u32, Guard),
@@ -564,7 +566,7 @@ pub enum Ready {
     Other,
 }
 
-fn ready(cmd: &Cmd) -> Result<Ready> {
+fn validate(cmd: &Cmd) -> Result<Validated> {
     Ok(match cmd {
         Cmd::CreateThin {
             pool,
@@ -575,7 +577,7 @@ fn ready(cmd: &Cmd) -> Result<Ready> {
             let id = id
                 .or(*id_pos)
                 .ok_or_else(|| Error::usage("create-thin needs a thin id: --id N or --id auto"))?;
-            Ready::CreateThin(pool.clone(), id, guard.clone())
+            Validated::CreateThin(pool.clone(), id, guard.clone())
         }
         Cmd::CreateSnap {
             pool,
@@ -592,7 +594,7 @@ fn ready(cmd: &Cmd) -> Result<Ready> {
             let origin = origin
                 .or(*origin_pos)
                 .ok_or_else(|| Error::usage("create-snap needs the origin id: --origin M"))?;
-            Ready::CreateSnap(pool.clone(), id, origin, *no_suspend, guard.clone())
+            Validated::CreateSnap(pool.clone(), id, origin, *no_suspend, guard.clone())
         }
         Cmd::Delete {
             pool,
@@ -603,7 +605,7 @@ fn ready(cmd: &Cmd) -> Result<Ready> {
             let id = id
                 .or(*id_pos)
                 .ok_or_else(|| Error::usage("delete needs a thin id: --id N"))?;
-            Ready::Delete(pool.clone(), id, guard.clone())
+            Validated::Delete(pool.clone(), id, guard.clone())
         }
         Cmd::Message { pool, words, .. } => {
             // One word may hold several (`message pool "create_thin 7"`).
@@ -611,13 +613,13 @@ fn ready(cmd: &Cmd) -> Result<Ready> {
                 .iter()
                 .flat_map(|w| w.split_whitespace().map(String::from))
                 .collect();
-            Ready::Message(pool.clone(), Msg::from_words(&words)?)
+            Validated::Message(pool.clone(), Msg::from_words(&words)?)
         }
         Cmd::SetTransactionId { old, new, bump, .. } => {
             if !bump && old.zip(*new).is_none() {
                 return Err(Error::usage("give OLD and NEW, or --bump"));
             }
-            Ready::Other
+            Validated::Other
         }
         Cmd::Status(a) => {
             validate_thresholds(a)?;
@@ -636,9 +638,9 @@ fn ready(cmd: &Cmd) -> Result<Ready> {
                     )));
                 }
             }
-            Ready::Other
+            Validated::Other
         }
-        _ => Ready::Other,
+        _ => Validated::Other,
     })
 }
 
@@ -679,9 +681,9 @@ fn validate_thresholds(a: &StatusArgs) -> Result<()> {
 
 /// Checks the whole command line `cli` (its matches `m`) before anything
 /// is opened, and gives what the command then runs with.
-pub fn prepare(cli: &Cli, m: &clap::ArgMatches) -> Result<(Ready, Ctx)> {
+pub fn prepare(cli: &Cli, m: &clap::ArgMatches) -> Result<(Validated, Ctx)> {
     check_globals(&cli.cmd, m)?;
-    let prepared = ready(&cli.cmd)?;
+    let prepared = validate(&cli.cmd)?;
     let mut style = style_of(&cli.out);
     match &cli.cmd {
         Cmd::Status(a) => {

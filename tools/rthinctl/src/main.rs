@@ -9,7 +9,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use rthinctl::cli::{self, Cli, Cmd, MetaCmd, MetaSnapCmd, Ready};
+use rthinctl::cli::{self, Cli, Cmd, MetaCmd, MetaSnapCmd, Validated};
 use rthinctl::commands::metadata_snap::SnapOp;
 use rthinctl::commands::{
     check, create, delete, generate_docs, ls, message, meta_check, meta_dump, meta_ls,
@@ -57,11 +57,11 @@ fn run(cli: Cli, m: &clap::ArgMatches) -> Result<i32> {
     let t = open()?;
     let t = &t;
     match (cli.cmd, prepared) {
-        (_, Ready::CreateThin(pool, id, guard)) => create::run(&ctx, t, &pool, id, &guard),
-        (_, Ready::CreateSnap(pool, id, origin, no_suspend, guard)) => {
+        (_, Validated::CreateThin(pool, id, guard)) => create::run(&ctx, t, &pool, id, &guard),
+        (_, Validated::CreateSnap(pool, id, origin, no_suspend, guard)) => {
             snap::run(&ctx, t, &pool, id, origin, no_suspend, &guard)
         }
-        (_, Ready::Delete(pool, id, guard)) => delete::run(&ctx, t, &pool, id, &guard),
+        (_, Validated::Delete(pool, id, guard)) => delete::run(&ctx, t, &pool, id, &guard),
         (Cmd::Status(a), _) if a.prometheus => prometheus::run(t, &a.devs),
         (Cmd::Status(a), _) => status::run(&ctx, t, &a.devs),
         (Cmd::Ls { pool, .. }, _) => ls::run(&ctx, t, pool.as_deref()),
@@ -86,7 +86,7 @@ fn run(cli: Cli, m: &clap::ArgMatches) -> Result<i32> {
         (Cmd::MetadataSnap(MetaSnapCmd::Show { pool }), _) => {
             metadata_snap::run(&ctx, t, &pool, SnapOp::Show)
         }
-        (_, Ready::Message(pool, msg)) => message::run(&ctx, t, &pool, &msg),
+        (_, Validated::Message(pool, msg)) => message::run(&ctx, t, &pool, &msg),
         _ => Ok(exit::OK),
     }
 }

@@ -74,24 +74,24 @@ pub fn run(ctx: &Ctx, a: &StatusArgs) -> i32 {
     };
     if ctx.json {
         #[derive(Serialize)]
-        struct J<'a> {
+        struct CheckJson<'a> {
             schema: &'static str,
             level: &'static str,
             exit: i32,
-            problems: Vec<JP<'a>>,
+            problems: Vec<ProblemJson<'a>>,
         }
         #[derive(Serialize)]
-        struct JP<'a> {
+        struct ProblemJson<'a> {
             level: &'static str,
             text: &'a str,
         }
-        let j = J {
+        let j = CheckJson {
             schema: "rthinctl.check/1",
             level: level.name(),
             exit: code,
             problems: lines
                 .iter()
-                .map(|(l, t)| JP {
+                .map(|(l, t)| ProblemJson {
                     level: l.name(),
                     text: t,
                 })

@@ -32,24 +32,24 @@ fn kernel_versions(ctx: &Ctx, t: &dyn Transport) -> Result<i32> {
         .collect();
     if ctx.json {
         #[derive(Serialize)]
-        struct J<'a> {
+        struct VersionJson<'a> {
             schema: &'static str,
             rthinctl: &'static str,
             dm_ioctl: String,
-            targets: Vec<JT<'a>>,
+            targets: Vec<TargetJson<'a>>,
         }
         #[derive(Serialize)]
-        struct JT<'a> {
+        struct TargetJson<'a> {
             name: &'a str,
             version: String,
         }
-        return print_json(&J {
+        return print_json(&VersionJson {
             schema: "rthinctl.version/1",
             rthinctl: env!("CARGO_PKG_VERSION"),
             dm_ioctl: format!("{a}.{b}.{c}"),
             targets: ours
                 .iter()
-                .map(|x| JT {
+                .map(|x| TargetJson {
                     name: &x.0,
                     version: format!("{}.{}.{}", x.1, x.2, x.3),
                 })

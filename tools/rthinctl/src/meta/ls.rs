@@ -9,7 +9,7 @@ use super::store::{core_sentence, open_md_with, FileStore, OpenMode};
 use crate::explain::{exit, Error, Result};
 
 #[derive(Serialize)]
-struct JDev {
+struct DeviceJson {
     dev_id: u64,
     mapped_blocks: u64,
     mapped_bytes: u64,
@@ -138,7 +138,7 @@ pub fn ls(path: &str, mode: OpenMode, json: bool, style: &crate::report::Style) 
     let bs = u64::from(md.data_block_size()) * 512;
     if json {
         #[derive(Serialize)]
-        struct J {
+        struct LsJson {
             schema: &'static str,
             metadata_snapshot: bool,
             transaction_id: u64,
@@ -146,9 +146,9 @@ pub fn ls(path: &str, mode: OpenMode, json: bool, style: &crate::report::Style) 
             data_block_size_bytes: u64,
             needs_check: bool,
             held_metadata_root: Option<u64>,
-            devices: Vec<JDev>,
+            devices: Vec<DeviceJson>,
         }
-        let j = J {
+        let j = LsJson {
             schema: "rthinctl.meta-ls/1",
             metadata_snapshot: mode.snap,
             transaction_id: md.transaction_id(),
@@ -159,7 +159,7 @@ pub fn ls(path: &str, mode: OpenMode, json: bool, style: &crate::report::Style) 
             devices: devs
                 .iter()
                 .zip(&us)
-                .map(|((d, x), u)| JDev {
+                .map(|((d, x), u)| DeviceJson {
                     dev_id: *d,
                     mapped_blocks: x.mapped_blocks,
                     mapped_bytes: x.mapped_blocks.saturating_mul(bs),
