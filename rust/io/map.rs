@@ -1,17 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The map call (dm's `map`): the lock-free fast path through the mapping
-//! cache, and the remapping and commits a worker does before it submits a
-//! bio.
+//! cache; what it cannot remap goes to the workers (`worker.rs`).
 
-use kernel::{prelude::*, sync::rcu};
+use kernel::sync::rcu;
 
 use super::ThinIo;
-use crate::{
-    dm::pool_mode::IoError,
-    glue::{
-        bio::{Bio, BioKind, OwnedBio},
-        dm::MapResult,
-    },
+use crate::glue::{
+    bio::{Bio, BioKind},
+    dm::MapResult,
 };
 
 impl ThinIo {
@@ -75,51 +71,6 @@ impl ThinIo {
                 self.pool.tracker.exit(token);
                 false
             }
-        }
-    }
-
-    /// Remaps `bio` into `data_block` on the pool device.
-    pub(super) fn remap(&self, bio: &mut OwnedBio, data_block: u64) -> Result<(), IoError> {
-        let sector = bio.view().sector();
-        let to = self.geometry.remap(data_block, sector).ok_or(IoError::Io)?;
-        bio.view().remap_bdev(&self.pool_bdev, to);
-        Ok(())
-    }
-
-    /// For a `durable` bio (PREFLUSH/FUA, or a flush): makes sure every
-    /// change of this device is in a commit on stable storage, committing if
-    /// no commit covers it yet, and hands the bio back with the outcome: an
-    /// error if the changes were lost to an aborted transaction or the
-    /// commit failed. `None` if the pool is suspended (no commit then): the
-    /// bio waits for the resume.
-    pub(super) fn commit_for(
-        &self,
-        bio: OwnedBio,
-        durable: bool,
-    ) -> Option<(OwnedBio, Result<(), IoError>)> {
-        if !durable || self.changes_committed() {
-            return Some((bio, Ok(())));
-        }
-        let mut st = self.pool.lock_settled();
-        // A commit that ended while we waited for the lock may cover it.
-        if self.changes_committed() {
-            return Some((bio, Ok(())));
-        }
-        if self.changes_lost() {
-            return Some((bio, Err(IoError::Io)));
-        }
-        let bio = self.unless_quiesced(&st, bio)?;
-        Some((bio, st.commit().map_err(|_| IoError::Io)))
-    }
-
-    /// Commits as `durable` asks, then remaps and submits the bio.
-    pub(super) fn commit_and_submit(&self, bio: OwnedBio, durable: bool, data_block: u64) {
-        let Some((mut bio, committed)) = self.commit_for(bio, durable) else {
-            return;
-        };
-        match committed.and_then(|()| self.remap(&mut bio, data_block)) {
-            Ok(()) => bio.submit(),
-            Err(e) => bio.complete(Some(e)),
         }
     }
 }

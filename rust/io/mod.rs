@@ -43,12 +43,14 @@
 //! | file | what |
 //! |---|---|
 //! | `mod.rs` | [`ThinIo`]: its queues, held bios, waiters and change generation |
-//! | `map.rs` | the map call and its fast path; remapping and commits for durable bios |
+//! | `map.rs` | the map call and its fast path |
+//! | `submit.rs` | a worker's remap and the commit a durable bio needs before it is submitted |
 //! | `worker.rs` | the workers: lookups, the mode's decisions, holes, discards |
 //! | `provision.rs` | provisioning and breaking sharing, up to the mapping's insert |
 
 mod map;
 mod provision;
+mod submit;
 mod worker;
 
 #[cfg(feature = "selftest")]
