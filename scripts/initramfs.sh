@@ -94,6 +94,16 @@ files+=("$RTHIN_ROOT/tests/vm/demo.sh /rthin/demo.sh")
 # Generated test data (scripts/check.sh: the corrupt_images binary of tests/core-support).
 [ ! -d "$RTHIN_OUT/vm-data" ] || files+=("$RTHIN_OUT/vm-data /rthin/data")
 files+=("$moddir/dm-rthin.ko /rthin/dm-rthin.ko")
+# The ioctl-counting LD_PRELOAD shim (tests/vm/ioctl-count.c, used by
+# tests/vm/50-rthinctl-many.sh), built in the sysroot against the VM's libc.
+shim_src=$RTHIN_ROOT/tests/vm/ioctl-count.c shim=$RTHIN_OUT/vm-tools/ioctl-count.so
+if [ ! -f "$shim" ] || [ "$shim_src" -nt "$shim" ]; then
+	mkdir -p "$RTHIN_OUT/vm-tools"
+	in_sysroot gcc -shared -fPIC -O2 -Wall -Wextra -Werror -o "/tmp/ioctl-count.$$.so" \
+		/src/tests/vm/ioctl-count.c -ldl || die "cannot build $shim"
+	mv "$RTHIN_SYSROOT/tmp/ioctl-count.$$.so" "$shim"
+fi
+files+=("$shim /rthin/ioctl-count.so")
 [ ! -x "$RTHIN_ROOT/target/release/rthinctl" ] || files+=("$RTHIN_ROOT/target/release/rthinctl /usr/sbin/rthinctl")
 # The crash tests' replay and workload tool (tests/crash), when built.
 [ ! -x "$RTHIN_ROOT/target/release/rthin-crashtest" ] ||
