@@ -156,10 +156,13 @@ impl CellTable {
             return none();
         };
         match b.iter().position(|c| c.dev == dev && c.vblock == vblock) {
-            Some(i) => b.remove(i).map_or_else(|_| none(), |c| Closed {
-                parked: c.parked,
-                others_wait: c.others_wait,
-            }),
+            Some(i) => b.remove(i).map_or_else(
+                |_| none(),
+                |c| Closed {
+                    parked: c.parked,
+                    others_wait: c.others_wait,
+                },
+            ),
             None => none(),
         }
     }

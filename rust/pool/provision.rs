@@ -55,10 +55,7 @@ impl PoolState {
     /// until [`Self::close_cell`]. Returns the metadata epoch to check at
     /// the end. Never allocates: the caller checked [`Self::cell_available`].
     pub(crate) fn open_cell(&mut self, thin: &dyn PoolMember, vblock: u64) -> Option<u64> {
-        if !self
-            .cells
-            .open(thin.dev_id(), vblock, TargetKey::of(thin))
-        {
+        if !self.cells.open(thin.dev_id(), vblock, TargetKey::of(thin)) {
             return None;
         }
         self.inflight += 1;
