@@ -106,7 +106,7 @@ impl ThinIo {
         };
         // The pool's live features: a reload may change them.
         let zero_new_blocks = st.features().zero_new_blocks;
-        let Some(epoch) = st.open_cell(self.dev_id, vblock) else {
+        let Some(epoch) = st.open_cell(&**self, vblock) else {
             st.release_data_block(data_block);
             drop(st);
             bio.complete(Some(IoError::Io));
@@ -280,7 +280,7 @@ impl ThinIo {
             ..
         } = provision;
         let mut st = self.pool.lock();
-        let parked = st.close_cell(self.dev_id, vblock);
+        let parked = st.close_cell(self, vblock);
         let rolled_back = st.epoch() != epoch;
         let outcome = match st.mode_state().decide_prepared_mapping(filled, rolled_back) {
             PreparedMappingAction::Insert => st.insert_mapping(self, vblock, data_block),

@@ -10,6 +10,7 @@ use super::ThinIo;
 use crate::{
     dm::pool_mode::{BioAction, BioDir, DiscardAction, IoError, Lookup, WorkItem},
     glue::bio::{BioKind, OwnedBio},
+    pool::cells::Parking,
 };
 
 impl ThinIo {
@@ -55,9 +56,17 @@ impl ThinIo {
         let Some(bio) = self.unless_quiesced(&st, bio) else {
             return;
         };
-        let mut bio = match st.try_park(self.dev_id, vblock, bio) {
-            Ok(()) => return,
-            Err(bio) => bio,
+        let mut bio = match st.try_park(&**self, vblock, bio) {
+            Parking::Parked => return,
+            Parking::HeldByOther(bio) => {
+                // Another table of this thin provisions the block: the bio
+                // stays this target's, on its waiters (under the pool lock:
+                // the cell's close requeues them), not on a cell that
+                // target may take away with it.
+                self.waiters.lock().push(bio);
+                return;
+            }
+            Parking::NotHeld(bio) => bio,
         };
         let write = dir == BioDir::Write;
         let found = match st.lookup_for(self.dev_id, vblock, write, self.share_gen()) {

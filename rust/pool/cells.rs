@@ -5,6 +5,14 @@
 //! the cell open parks on it; closing the cell hands back exactly the bios
 //! parked on it.
 //!
+//! Only bios of the target that holds the cell park on it: two dm devices
+//! may be tables of one thin id, and a bio is always handed back to the
+//! target whose map call received it, never to another that may go away
+//! before the bio ends. A bio of another target finds the cell held by
+//! another ([`Parking::HeldByOther`]); its own target keeps it on its
+//! waiters, and the cell, marked, has them requeued when it closes
+//! ([`CellTable::close`]).
+//!
 //! Cells are hashed by device and block into a fixed number of buckets that
 //! grow as needed, so lookups stay short and there is no cap on provisions
 //! in flight other than memory: room for a cell is made before the
@@ -27,7 +35,46 @@ const BUCKETS: usize = 256;
 struct Cell {
     dev: u32,
     vblock: u64,
+    /// The target whose provision holds the cell ([`TargetKey`]).
+    holder: TargetKey,
+    /// Bios of the holder that wait for the provision.
     parked: BioList,
+    /// Bios of other targets of the device wait on their targets' waiters.
+    others_wait: bool,
+}
+
+/// Which thin target (one table's `rthin` target): the address of its I/O
+/// state, compared, never followed. A cell's holder lives until the cell
+/// closes (its provision holds it), so no other target has that address
+/// meanwhile.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TargetKey(usize);
+
+impl TargetKey {
+    /// The key of the target whose I/O state `thin` is.
+    pub(crate) fn of<T: ?Sized>(thin: &T) -> Self {
+        Self(core::ptr::from_ref(thin).cast::<()>().addr())
+    }
+}
+
+/// What [`CellTable::park`] did with a bio.
+pub(crate) enum Parking {
+    /// Parked on the cell, which the bio's own target holds.
+    Parked,
+    /// Another target of the device holds the cell: the bio's own target
+    /// keeps it on its waiters (pushed under the pool lock of this call),
+    /// which the cell's close requeues.
+    HeldByOther(OwnedBio),
+    /// No provision holds the block.
+    NotHeld(OwnedBio),
+}
+
+/// What [`CellTable::close`] hands back.
+pub(crate) struct Closed {
+    /// The bios of the holder that parked on the cell.
+    pub(crate) parked: BioList,
+    /// Bios of other targets of the device waited for the cell.
+    pub(crate) others_wait: bool,
 }
 
 /// The cells of one pool.
@@ -52,18 +99,28 @@ impl CellTable {
         self.buckets.get_mut(i)
     }
 
-    /// Parks `bio` on the open cell of `(dev, vblock)`; hands it back if no
-    /// provision holds that block.
-    pub(crate) fn park(&mut self, dev: u32, vblock: u64, bio: OwnedBio) -> Result<(), OwnedBio> {
+    /// Parks `bio`, a bio of target `parker`, on the open cell of
+    /// `(dev, vblock)` if `parker` holds it; see [`Parking`].
+    pub(crate) fn park(
+        &mut self,
+        dev: u32,
+        vblock: u64,
+        parker: TargetKey,
+        bio: OwnedBio,
+    ) -> Parking {
         let cell = self
             .bucket(dev, vblock)
             .and_then(|b| b.iter_mut().find(|c| c.dev == dev && c.vblock == vblock));
         match cell {
-            Some(c) => {
+            Some(c) if c.holder == parker => {
                 c.parked.push(bio);
-                Ok(())
+                Parking::Parked
             }
-            None => Err(bio),
+            Some(c) => {
+                c.others_wait = true;
+                Parking::HeldByOther(bio)
+            }
+            None => Parking::NotHeld(bio),
         }
     }
 
@@ -74,26 +131,39 @@ impl CellTable {
             .is_some_and(|b| b.reserve(1, GFP_NOWAIT | __GFP_NOWARN).is_ok())
     }
 
-    /// Opens the cell of `(dev, vblock)`; false if [`Self::reserve`] made no
-    /// room for it.
-    pub(crate) fn open(&mut self, dev: u32, vblock: u64) -> bool {
+    /// Opens the cell of `(dev, vblock)` for target `holder`; false if
+    /// [`Self::reserve`] made no room for it.
+    pub(crate) fn open(&mut self, dev: u32, vblock: u64, holder: TargetKey) -> bool {
         let cell = Cell {
             dev,
             vblock,
+            holder,
             parked: BioList::new(),
+            others_wait: false,
         };
         self.bucket(dev, vblock)
             .is_some_and(|b| b.push_within_capacity(cell).is_ok())
     }
 
-    /// Closes the cell of `(dev, vblock)`; returns the bios parked on it.
-    pub(crate) fn close(&mut self, dev: u32, vblock: u64) -> BioList {
+    /// Closes the cell of `(dev, vblock)`; returns the bios parked on it
+    /// and whether bios of other targets waited for it.
+    pub(crate) fn close(&mut self, dev: u32, vblock: u64) -> Closed {
+        let none = || Closed {
+            parked: BioList::new(),
+            others_wait: false,
+        };
         let Some(b) = self.bucket(dev, vblock) else {
-            return BioList::new();
+            return none();
         };
         match b.iter().position(|c| c.dev == dev && c.vblock == vblock) {
-            Some(i) => b.remove(i).map(|c| c.parked).unwrap_or_default(),
-            None => BioList::new(),
+            Some(i) => b.remove(i).map_or_else(
+                |_| none(),
+                |c| Closed {
+                    parked: c.parked,
+                    others_wait: c.others_wait,
+                },
+            ),
+            None => none(),
         }
     }
 

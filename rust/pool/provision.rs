@@ -5,7 +5,11 @@
 
 use kernel::prelude::*;
 
-use super::{member::PoolMember, no_space_timeout_secs, PoolState};
+use super::{
+    cells::{Parking, TargetKey},
+    member::PoolMember,
+    no_space_timeout_secs, PoolState,
+};
 use crate::{
     core_error::CoreError,
     dm::pool_mode::{BioAction, IoError},
@@ -21,15 +25,19 @@ pub(crate) enum AllocFailure {
 }
 
 impl PoolState {
-    /// Parks `bio` on the cell of `(dev, vblock)` if a provision holds it;
-    /// otherwise hands the bio back.
+    /// Parks `bio`, a bio of `thin`, on the cell of its `vblock` if a
+    /// provision of `thin` holds it; if a provision of another target of
+    /// the same device does, `thin` must keep the bio on its waiters,
+    /// pushed under this hold of the lock ([`Parking::HeldByOther`]): the
+    /// cell's close requeues them ([`Self::close_cell`]).
     pub(crate) fn try_park(
         &mut self,
-        dev: u32,
+        thin: &dyn PoolMember,
         vblock: u64,
         bio: OwnedBio,
-    ) -> Result<(), OwnedBio> {
-        self.cells.park(dev, vblock, bio)
+    ) -> Parking {
+        self.cells
+            .park(thin.dev_id(), vblock, TargetKey::of(thin), bio)
     }
 
     /// True if a provision of `(dev, vblock)` can open its cell; otherwise
@@ -43,23 +51,33 @@ impl PoolState {
         available
     }
 
-    /// Starts a provision of `(dev, vblock)`: later bios to it park until
-    /// [`Self::close_cell`]. Returns the metadata epoch to check at the end.
-    /// Never allocates: the caller checked [`Self::cell_available`].
-    pub(crate) fn open_cell(&mut self, dev: u32, vblock: u64) -> Option<u64> {
-        if !self.cells.open(dev, vblock) {
+    /// Starts a provision of `vblock` by `thin`: later bios to it park
+    /// until [`Self::close_cell`]. Returns the metadata epoch to check at
+    /// the end. Never allocates: the caller checked [`Self::cell_available`].
+    pub(crate) fn open_cell(&mut self, thin: &dyn PoolMember, vblock: u64) -> Option<u64> {
+        if !self.cells.open(thin.dev_id(), vblock, TargetKey::of(thin)) {
             return None;
         }
         self.inflight += 1;
         Some(self.epoch)
     }
 
-    /// Ends a provision; returns the bios that parked on it (and only
-    /// those: no other provision waits for this one).
-    pub(crate) fn close_cell(&mut self, dev: u32, vblock: u64) -> BioList {
+    /// Ends a provision of `vblock` by `thin`; returns the bios of `thin`
+    /// that parked on it (and only those: no other provision waits for this
+    /// one). Bios of the device's other targets that waited for it wait on
+    /// their own targets' waiters: those are requeued here, under the lock
+    /// they were pushed under, onto their own targets' lanes.
+    pub(crate) fn close_cell(&mut self, thin: &dyn PoolMember, vblock: u64) -> BioList {
         self.inflight = self.inflight.saturating_sub(1);
         self.requeue_cell_waiters();
-        self.cells.close(dev, vblock)
+        let dev = thin.dev_id();
+        let closed = self.cells.close(dev, vblock);
+        if closed.others_wait {
+            for t in self.thins.iter().filter(|t| t.dev_id() == dev) {
+                t.requeue_waiters();
+            }
+        }
+        closed.parked
     }
 
     /// Hands bios that found no memory for a cell back to their workers.
