@@ -16,7 +16,7 @@
 //! | `passdown.rs` | discards passed down after a grace period |
 //! | `space.rs` | growing the devices, the metadata reserve, low-water events |
 //! | `suspend.rs` | suspend and resume: binding a table, what stops while suspended |
-//! | `message.rs` | the pool's six messages |
+//! | `message.rs` | the pool's six messages, a delete in pieces |
 //! | `registry.rs` | the module-global table of pool objects |
 //! | `open.rs` | opening the metadata and building a new pool object |
 //! | `stats.rs` | the lock-free flags of the map path and the debugfs counters |
