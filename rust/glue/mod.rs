@@ -16,5 +16,6 @@ pub(crate) mod kcopyd;
 pub(crate) mod params;
 pub(crate) mod queue;
 pub(crate) mod rcu_box;
+pub(crate) mod sched;
 pub(crate) mod target_type;
 pub(crate) mod ticker;

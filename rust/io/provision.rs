@@ -78,13 +78,21 @@ impl ThinIo {
             Ok(b) => b,
             Err(AllocFailure::CommitFirst) => {
                 drop(st);
-                let mut st = self.pool.lock_settled();
-                // Suspended meanwhile: no commit, the bio waits for the
-                // resume (on the way round).
-                if !st.quiesced() {
-                    let _ = st.commit();
+                match self.pool.lock_settled_or_deleting() {
+                    // Suspended meanwhile: no commit, the bio waits for the
+                    // resume (on the way round).
+                    Ok(mut st) => {
+                        if !st.quiesced() {
+                            let _ = st.commit();
+                        }
+                    }
+                    // A delete in pieces commits at its end, which requeues
+                    // the bio (pushed under the pool lock it takes).
+                    Err(_st) => {
+                        self.waiters.lock().push(bio);
+                        return;
+                    }
                 }
-                drop(st);
                 // Start over: the block may have been mapped meanwhile.
                 self.process_rw(bio, BioDir::Write, true);
                 return;

@@ -20,7 +20,8 @@ impl ThinIo {
     /// no commit covers it yet, and hands the bio back with the outcome: an
     /// error if the changes were lost to an aborted transaction or the
     /// commit failed. `None` if the pool is suspended (no commit then): the
-    /// bio waits for the resume.
+    /// bio waits for the resume; or while a delete is done in pieces (the
+    /// commit at its end covers the bio): the bio waits for that end.
     pub(super) fn commit_for(
         &self,
         bio: OwnedBio,
@@ -29,7 +30,14 @@ impl ThinIo {
         if !durable || self.changes_committed() {
             return Some((bio, Ok(())));
         }
-        let mut st = self.pool.lock_settled();
+        let mut st = match self.pool.lock_settled_or_deleting() {
+            Ok(st) => st,
+            Err(_st) => {
+                // Pushed under the pool lock, which the delete's end takes.
+                self.waiters.lock().push(bio);
+                return None;
+            }
+        };
         // A commit that ended while we waited for the lock may cover it.
         if self.changes_committed() {
             return Some((bio, Ok(())));

@@ -39,7 +39,10 @@ impl PoolObj {
 
     /// Takes the pool lock once no provision is between allocating its block
     /// and mapping it, so that a commit records no allocated-but-unmapped
-    /// block (which `thin_check` would call a leak).
+    /// block (which `thin_check` would call a leak), and no delete is being
+    /// done in pieces (`pool::message`): the core's commit would finish its
+    /// release in this one hold of the lock, the stall the pieces avoid; the
+    /// delete commits when it is done.
     ///
     /// Not while the pool device is suspended: a provision's fill or
     /// overwrite goes through the pool device (as in dm-thin), which holds
@@ -49,15 +52,51 @@ impl PoolObj {
     /// block as allocated but unmapped until the next one, as dm-thin's do.
     pub(crate) fn lock_settled(&self) -> MutexGuard<'_, PoolState> {
         let mut st = self.state.lock();
+        loop {
+            while st.md.deleting() {
+                self.settled.wait(&mut st);
+            }
+            if self.settle(&mut st) {
+                return st;
+            }
+        }
+    }
+
+    /// [`Self::lock_settled`] for the periodic commit, which a delete in
+    /// pieces makes needless (its own commit follows): `None` while one
+    /// goes on, instead of waiting for it.
+    pub(crate) fn lock_settled_unless_deleting(&self) -> Option<MutexGuard<'_, PoolState>> {
+        self.lock_settled_or_deleting().ok()
+    }
+
+    /// [`Self::lock_settled`] for a worker, which must not wait for a delete
+    /// in pieces (the bios behind it on its list would wait as long): the
+    /// lock held as `lock_settled` returns it, or as `Err` while such a
+    /// delete goes on; its end requeues the bios of the thins' `waiters`.
+    pub(crate) fn lock_settled_or_deleting(
+        &self,
+    ) -> Result<MutexGuard<'_, PoolState>, MutexGuard<'_, PoolState>> {
+        let mut st = self.state.lock();
+        if !st.md.deleting() && self.settle(&mut st) {
+            Ok(st)
+        } else {
+            Err(st)
+        }
+    }
+
+    /// Waits, as a committer, until no provision is in flight (see
+    /// [`Self::lock_settled`]); the wait lets the lock go, so a delete may
+    /// have begun meanwhile: false then.
+    fn settle(&self, st: &mut MutexGuard<'_, PoolState>) -> bool {
         st.committers += 1;
         while st.inflight > 0 && !st.suspended {
-            self.settled.wait(&mut st);
+            self.settled.wait(st);
         }
         st.committers -= 1;
         if st.committers == 0 {
             self.settled.notify_all();
         }
-        st
+        !st.md.deleting()
     }
 
     /// Ends a provision begun with `PoolState::open_cell` and released with

@@ -16,7 +16,7 @@
 //! | `passdown.rs` | discards passed down after a grace period |
 //! | `space.rs` | growing the devices, the metadata reserve, low-water events |
 //! | `suspend.rs` | suspend and resume: binding a table, what stops while suspended |
-//! | `message.rs` | the pool's six messages |
+//! | `message.rs` | the pool's six messages, a delete in pieces |
 //! | `registry.rs` | the module-global table of pool objects |
 //! | `open.rs` | opening the metadata and building a new pool object |
 //! | `stats.rs` | the lock-free flags of the map path and the debugfs counters |
@@ -102,8 +102,9 @@ pub(crate) struct PoolObj {
     /// The pool mutex: 2nd in the lock order (`Documentation/io-path.md`, "The rules of the I/O path").
     #[pin]
     pub(super) state: Mutex<PoolState>,
-    /// Signalled when the last in-flight provision ends or a committer is
-    /// done waiting (waits on `state`; committers: see the rules).
+    /// Signalled when the last in-flight provision ends, a committer is
+    /// done waiting or a delete in pieces ends (waits on `state`;
+    /// committers: see the rules).
     #[pin]
     pub(super) settled: CondVar,
     /// The workers' queue: the deferred lanes, the ticker, the
@@ -147,11 +148,12 @@ pub(crate) struct PoolObj {
 impl Tick for PoolObj {
     fn tick(&self) {
         if self.flags.dirty() && self.flags.periodic_commits_allowed() {
-            let mut st = self.lock_settled();
             // A suspended pool writes nothing to its metadata device
             // (dm-thin cancels its waker at postsuspend).
-            if !st.quiesced() && st.commit().is_ok() {
-                self.flags.periodic_commits.fetch_add(1, Ordering::Relaxed);
+            if let Some(mut st) = self.lock_settled_unless_deleting() {
+                if !st.quiesced() && st.commit().is_ok() {
+                    self.flags.periodic_commits.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
         let mut st = self.lock();

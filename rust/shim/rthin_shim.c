@@ -96,3 +96,8 @@ void rthin_srcu_up_read(struct srcu_struct *ssp, struct srcu_ctr __percpu *scp)
 {
 	srcu_up_read_fast(ssp, scp);
 }
+
+void rthin_cond_resched(void)
+{
+	cond_resched();
+}

@@ -29,5 +29,6 @@ void rthin_memalloc_noio_restore(unsigned int flags);
 int rthin_srcu_init(struct srcu_struct *ssp);
 struct srcu_ctr __percpu *rthin_srcu_down_read(struct srcu_struct *ssp);
 void rthin_srcu_up_read(struct srcu_struct *ssp, struct srcu_ctr __percpu *scp);
+void rthin_cond_resched(void);
 
 #endif

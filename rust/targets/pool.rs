@@ -200,7 +200,7 @@ impl TargetOps for Pool {
 
     fn message(&self, words: &[&CStr]) -> Result {
         let bytes = to_bytes(words).map_err(|e| e.error)?;
-        let mut st = self.pool.lock_settled();
+        let st = self.pool.lock_settled();
         let msg = match PoolMessage::parse_in_mode(st.mode(), &bytes) {
             Ok(msg) => msg,
             Err(e) => {
@@ -213,7 +213,8 @@ impl TargetOps for Pool {
                 return Err(Error::from_errno(-e.errno()));
             }
         };
-        st.run_message(&msg)
+        self.pool
+            .run_message(st, &msg)
             .map_err(|errno| Error::from_errno(-errno))
     }
 

@@ -174,10 +174,26 @@ impl<S: BlockStore, C: CacheMem> ThinMetadata<S, C> {
         self.put_details(origin, &od)
     }
 
-    /// `delete <dev>`: releases the device's mapping tree; blocks whose count
-    /// drops to zero become free (reusable after the next commit).
+    /// `delete <dev>`, all at once: releases the device's mapping tree;
+    /// blocks whose count drops to zero become free (reusable after the
+    /// next commit).
     pub fn delete(&mut self, dev: u64) -> CoreResult<()> {
+        self.begin_delete(dev)?;
+        self.finish_deletion()
+    }
+
+    /// `delete <dev>` in pieces: the device is gone at once (its details
+    /// and its entry in the top-level tree); its mapping tree is released
+    /// by [`Self::delete_step`], so that a big device's release need not be
+    /// done in one hold of the pool lock. A half-released tree is never
+    /// committed (its blocks would be counted but unreachable, which
+    /// `thin_check` calls leaks): [`Self::commit`] finishes the release
+    /// first, and [`Self::abort`] forgets it with the rest of the
+    /// transaction. A release still going on from an earlier delete is
+    /// finished first.
+    pub fn begin_delete(&mut self, dev: u64) -> CoreResult<()> {
         self.existing(dev)?;
+        self.finish_deletion()?;
         self.begin_change()?;
         self.forget_cached(dev);
         let (r, _) = self
@@ -189,8 +205,32 @@ impl<S: BlockStore, C: CacheMem> ThinMetadata<S, C> {
             .btree_remove(self.sb.mapping_root, dev, TreeKind::TopLevel)?;
         self.sb.mapping_root = r;
         if let Some(v) = old {
-            self.tm.dec_tree(v.as_u64(), TreeKind::Mapping, 0)?;
+            let release = self.tm.release_start(v.as_u64(), TreeKind::Mapping)?;
+            self.deletion = Some(release).filter(|r| !r.done());
         }
         Ok(())
+    }
+
+    /// Releases at most `budget` steps more of the deleted device's mapping
+    /// tree (a step drops one reference or releases one node: at most one
+    /// leaf's data blocks). Returns true when no release is left.
+    pub fn delete_step(&mut self, budget: usize) -> CoreResult<bool> {
+        let Some(release) = self.deletion.as_mut() else {
+            return Ok(true);
+        };
+        if self.tm.release_step(release, budget)? {
+            self.deletion = None;
+        }
+        Ok(self.deletion.is_none())
+    }
+
+    /// True while a deleted device's mapping tree is being released.
+    pub fn deleting(&self) -> bool {
+        self.deletion.is_some()
+    }
+
+    /// Finishes the release of a deleted device's mapping tree, if any.
+    pub(super) fn finish_deletion(&mut self) -> CoreResult<()> {
+        self.delete_step(usize::MAX).map(|_| ())
     }
 }

@@ -59,8 +59,8 @@ impl<S: BlockStore, C: CacheMem> ThinMetadata<S, C> {
         };
         self.begin_change()?;
         self.sb.held_root = 0;
-        self.tm.dec_tree(mr, TreeKind::TopLevel, 0)?;
-        self.tm.dec_tree(dr, TreeKind::Details, 0)?;
+        self.tm.dec_tree(mr, TreeKind::TopLevel)?;
+        self.tm.dec_tree(dr, TreeKind::Details)?;
         self.tm.sm_dec(SmKind::Meta, h)?;
         Ok(())
     }

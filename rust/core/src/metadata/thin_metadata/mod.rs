@@ -26,6 +26,7 @@ use crate::metadata::superblock::{
     self, SmRoot, Superblock, FLAG_NEEDS_CHECK, SUPERBLOCK_LOCATION,
 };
 use crate::pdata::block_store::BlockStore;
+use crate::pdata::btree::release::{Release, MAPPING_RELEASE_DEPTH};
 use crate::pdata::btree::{TreeKind, Value};
 use crate::pdata::checksum::BlockKind;
 use crate::pdata::space_map::{self, IndexEntry, ENTRIES_PER_BITMAP, MAX_METADATA_BLOCKS};
@@ -103,6 +104,9 @@ pub struct ThinMetadata<S: BlockStore, C: CacheMem = InlineCaches> {
     details_cache: [Option<CachedDetails>; DETAILS_CACHE_SLOTS],
     evict_next: usize,
     read_only: bool,
+    /// The release of a deleted device's mapping tree, while it goes on
+    /// (`begin_delete`).
+    deletion: Option<Release<MAPPING_RELEASE_DEPTH>>,
 }
 
 impl<S: BlockStore> ThinMetadata<S> {
@@ -157,6 +161,7 @@ impl<S: BlockStore, C: CacheMem> ThinMetadata<S, C> {
             details_cache: [None; DETAILS_CACHE_SLOTS],
             evict_next: 0,
             read_only: false,
+            deletion: None,
         };
         let tm = &mut md.tm;
         {
@@ -246,6 +251,7 @@ impl<S: BlockStore, C: CacheMem> ThinMetadata<S, C> {
             details_cache: [None; DETAILS_CACHE_SLOTS],
             evict_next: 0,
             read_only,
+            deletion: None,
         };
         for b in [
             sb.mapping_root,
@@ -304,8 +310,10 @@ impl<S: BlockStore, C: CacheMem> ThinMetadata<S, C> {
     }
 
     /// Commits the transaction: flush all new metadata, then write the
-    /// superblock and flush again. Does nothing if nothing changed.
+    /// superblock and flush again. Does nothing if nothing changed. A
+    /// deleted device's tree still being released is released whole first.
     pub fn commit(&mut self) -> CoreResult<()> {
+        self.finish_deletion()?;
         if !self.dirty {
             return Ok(());
         }
@@ -337,6 +345,7 @@ impl<S: BlockStore, C: CacheMem> ThinMetadata<S, C> {
     /// superblock read back from the media: an error here means the metadata
     /// device cannot be read, and the pool must fail.
     pub fn abort(&mut self) -> CoreResult<()> {
+        self.deletion = None;
         self.details_cache = [None; DETAILS_CACHE_SLOTS];
         self.sb = self.committed;
         self.tm.rollback();

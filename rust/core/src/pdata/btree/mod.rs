@@ -5,13 +5,15 @@
 //! [`node`] decodes and edits one node in place inside a block buffer; the
 //! tree algorithms are methods of the transaction manager (`pdata::tm::Tm`),
 //! because shadowing a node needs the transaction manager and the space
-//! maps, one file each: [`ops`] (reads and lookups), [`shadow`] (copy-on-write
-//! and recursive release), [`insert`], [`remove`] and [`walk`].
+//! maps, one file each: [`ops`] (reads and lookups), [`shadow`] (copy-on-write),
+//! [`release`] (dropping a tree reference, at once or in pieces), [`insert`],
+//! [`remove`] and [`walk`].
 
 pub mod descend;
 pub mod insert;
 pub mod node;
 pub mod ops;
+pub mod release;
 pub mod remove;
 pub mod shadow;
 pub mod walk;

@@ -1,19 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Copy-on-write of B-tree nodes: new trees, shadowing a node (a shared
 //! node is copied and its children gain a reference), shadowing the path to
-//! a key for an in-place update, and releasing a tree reference by
-//! reference (a node whose count reaches zero releases what it points to).
+//! a key for an in-place update.
 
 use crate::core_error::{corrupt, CoreError, CoreResult, Corruption};
 use crate::pdata::block_store::BlockStore;
-use crate::pdata::btree::node::{self, Header};
+use crate::pdata::btree::node;
 use crate::pdata::btree::{TreeKind, Value, MAX_DEPTH};
 use crate::pdata::checksum::BlockKind;
 use crate::pdata::space_map::SmKind;
 use crate::pdata::tm::{CacheMem, Tm};
-
-/// Recursion limit of the two-level release (top-level depth + bottom depth).
-const MAX_RELEASE_DEPTH: usize = 2 * MAX_DEPTH + 2;
 
 impl<S: BlockStore, C: CacheMem> Tm<S, C> {
     /// Allocates an empty leaf: the root of a new, empty tree.
@@ -65,77 +61,6 @@ impl<S: BlockStore, C: CacheMem> Tm<S, C> {
             } else {
                 self.sm_inc(SmKind::Data, v >> 24)?;
             }
-        }
-        Ok(())
-    }
-
-    /// Drops one reference to the tree rooted at `b`; when a node's count
-    /// reaches zero everything it references is released too (for top-level
-    /// trees including the devices' mapping trees and their data blocks).
-    pub(crate) fn dec_tree(&mut self, b: u64, kind: TreeKind, depth: usize) -> CoreResult<()> {
-        if depth > MAX_RELEASE_DEPTH {
-            return Err(corrupt(Corruption::TooDeep));
-        }
-        self.check_meta_block(b)?;
-        let count = self.sm_count(SmKind::Meta, false, b)?;
-        if count == 0 {
-            return Err(corrupt(Corruption::RefCount));
-        }
-        if count == 1 {
-            // Release the children first: `b` stays allocated meanwhile.
-            let h = self.node_header(b, kind)?;
-            if h.leaf && kind == TreeKind::Mapping {
-                self.release_leaf_data(b, &h)?;
-            } else if !h.leaf || kind == TreeKind::TopLevel {
-                // An internal node's values are its children; a top-level
-                // leaf's are the devices' mapping trees. Other leaves hold
-                // no references.
-                let child = if h.leaf { TreeKind::Mapping } else { kind };
-                for i in 0..h.nr_entries {
-                    let v = self.node_value_u64(b, &h, i)?;
-                    self.dec_tree(v, child, depth + 1)?;
-                }
-            }
-        }
-        self.sm_dec(SmKind::Meta, b)?;
-        Ok(())
-    }
-
-    /// Releases the data blocks a bottom-level leaf maps. Neighbouring keys
-    /// mostly map neighbouring blocks (a device written in order), so they
-    /// are released as runs, one space-map update per run and bitmap (as
-    /// dm-thin's range decrements do) rather than one per block: what keeps
-    /// the delete of a large device short, and with it the time the pool's
-    /// other work waits. The values are read a batch at a time, on the
-    /// stack: this is called from a recursion.
-    fn release_leaf_data(&mut self, b: u64, h: &Header) -> CoreResult<()> {
-        const BATCH: usize = 64;
-        let (mut start, mut len) = (0u64, 0u64);
-        let mut i = 0;
-        while i < h.nr_entries {
-            let n = (h.nr_entries - i).min(BATCH);
-            let mut values = [0u64; BATCH];
-            {
-                let g = self.store.read(b, BlockKind::Node)?;
-                for (j, v) in values.iter_mut().take(n).enumerate() {
-                    *v = node::value_u64(&g, h, i + j)?;
-                }
-            }
-            for v in values.iter().take(n) {
-                let data = v >> 24;
-                if len > 0 && start.checked_add(len) == Some(data) {
-                    len += 1;
-                    continue;
-                }
-                if len > 0 {
-                    self.data_dec_run(start, len)?;
-                }
-                (start, len) = (data, 1);
-            }
-            i += n;
-        }
-        if len > 0 {
-            self.data_dec_run(start, len)?;
         }
         Ok(())
     }
