@@ -14,16 +14,17 @@
 
 use core::{
     ptr::NonNull,
-    sync::atomic::{AtomicBool, AtomicU8, Ordering},
+    sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, Ordering},
 };
 use kernel::{
+    alloc::KVec,
     bindings,
     sync::{Arc, ArcBorrow},
 };
 
 use super::{
     bindings as dm,
-    bio::{pending_per_bio, HookState, OwnedBio, PerBio, Provision},
+    bio::{pending_per_bio, HookState, OwnedBio, PerBio, Provision, SavedIter},
     deferred::{CpuQueues, Drain},
     device::BdevHandle,
     kcopyd::{Kcopyd, Rest},
@@ -138,6 +139,51 @@ unsafe extern "C" fn fill_done<T: Requeue>(
     unsafe { part_done::<T>(nn, ctx) };
 }
 
+/// The completion of a member of writes submitted by
+/// [`OwnedBio::submit_covering`]: the member waits on its lead's chain, not
+/// completed, and the last part of the lead to end hands the lead back.
+///
+/// # Safety
+/// Set only by `submit_covering`, whose lead's per-bio data holds an owner
+/// of type `T` and counts this member's write as a part.
+unsafe extern "C" fn member_endio<T: Requeue>(raw: *mut bindings::bio) {
+    let Some(nn) = NonNull::new(raw) else {
+        return;
+    };
+    // SAFETY: per the contract; the member's write has ended and nothing
+    // else touches its per-bio data until its lead comes back.
+    let ctx = unsafe { pending_per_bio(nn) };
+    let Some(lead) = NonNull::new(ctx.lead) else {
+        return;
+    };
+    // SAFETY: the bio's own fields are ours again; `submit_covering` saved
+    // dm's end_io.
+    unsafe { (*raw).bi_end_io = ctx.saved_end_io };
+    // SAFETY: the lead is hooked and waits for this part, so its per-bio
+    // data is live; its chain is touched only by atomics until then.
+    let lead_ctx = unsafe { pending_per_bio(lead) };
+    let mut head = lead_ctx.members.load(Ordering::Relaxed);
+    loop {
+        // SAFETY: the member is ours (ended): `bi_next` is free for our use.
+        unsafe { (*raw).bi_next = head };
+        // Release: the lead's taker sees `bi_next` (and the bio's status).
+        match lead_ctx.members.compare_exchange_weak(
+            head,
+            raw,
+            Ordering::Release,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => break,
+            Err(now) => head = now,
+        }
+    }
+    // SAFETY: per the contract; the member's write was counted as a part.
+    unsafe { part_done::<T>(lead, lead_ctx) };
+}
+
+/// The most writes [`OwnedBio::submit_covering`] takes at once.
+pub(crate) const MAX_COVERING: usize = 1024;
+
 /// How the rest of a hooked bio's new block is filled while the bio writes
 /// its part.
 pub(crate) struct BlockFill<'a> {
@@ -179,8 +225,10 @@ impl OwnedBio {
         ctx.state = HookState::Pending;
         ctx.provision = provision;
         // The write and each job; at most 3, so the cast cannot truncate.
-        ctx.parts_pending = AtomicU8::new(1 + jobs as u8);
+        ctx.parts_pending = AtomicU16::new(1 + jobs as u16);
         ctx.fill_failed = AtomicBool::new(false);
+        ctx.members = AtomicPtr::new(core::ptr::null_mut());
+        ctx.saved_iter = None;
         ctx.owner = Arc::into_raw(owner.clone()).cast();
         ctx.release_owner = drop_owner::<T>;
         // SAFETY: we own the bio; its completion is ours to chain until it
@@ -200,6 +248,67 @@ impl OwnedBio {
             }
         }
         self.submit();
+        Ok(())
+    }
+
+    /// Submits `writes`, which together write a whole new block, each moved
+    /// to its sector (paired with it) of `dev`: nothing fills the block
+    /// (dm-thin zeroes or copies it unless a single bio covers it). When all
+    /// of them have ended, the first (the *lead*) comes back to `owner`'s
+    /// [`Requeue::completion_lane`] with `provision`, and the others (the
+    /// *members*, [`Self::take_members`]) with it; none is completed.
+    /// Hands the writes back untouched if there are more than
+    /// [`MAX_COVERING`] or one has no per-bio data.
+    pub(crate) fn submit_covering<T: Requeue>(
+        owner: &Arc<T>,
+        provision: Provision,
+        dev: &BdevHandle,
+        mut writes: KVec<(OwnedBio, u64)>,
+    ) -> Result<(), KVec<(OwnedBio, u64)>> {
+        let usable = !writes.is_empty()
+            && writes.len() <= MAX_COVERING
+            && writes.iter_mut().all(|(bio, _)| bio.per_bio().is_some());
+        if !usable {
+            return Err(writes);
+        }
+        let lead = writes[0].0.raw;
+        // At most MAX_COVERING (checked above): the cast cannot truncate.
+        let parts = writes.len() as u16;
+        for (i, (bio, to)) in writes.iter_mut().enumerate() {
+            let raw = bio.raw;
+            // SAFETY: we own the bio, not yet in flight.
+            let saved = unsafe { SavedIter::of(raw) };
+            let Some(ctx) = bio.per_bio() else {
+                continue;
+            };
+            ctx.saved_iter = Some(saved);
+            ctx.saved_end_io = {
+                // SAFETY: we own the bio; its completion is ours to chain
+                // until it ends (restored by its endio).
+                unsafe { (*raw.as_ptr()).bi_end_io }
+            };
+            let endio: bindings::bio_end_io_t = if i == 0 {
+                ctx.state = HookState::Pending;
+                ctx.provision = provision;
+                ctx.parts_pending = AtomicU16::new(parts);
+                ctx.fill_failed = AtomicBool::new(false);
+                ctx.members = AtomicPtr::new(core::ptr::null_mut());
+                ctx.owner = Arc::into_raw(owner.clone()).cast();
+                ctx.release_owner = drop_owner::<T>;
+                Some(hooked_endio::<T>)
+            } else {
+                ctx.state = HookState::Member;
+                ctx.lead = lead.as_ptr();
+                Some(member_endio::<T>)
+            };
+            // SAFETY: as above.
+            unsafe { (*raw.as_ptr()).bi_end_io = endio };
+            bio.view().remap_bdev(dev, *to);
+        }
+        // Every hook is in place before the first write can end.
+        for (bio, _) in writes {
+            bio.submit();
+        }
         Ok(())
     }
 }

@@ -47,7 +47,9 @@
 //! | `submit.rs` | a worker's remap and the commit a durable bio needs before it is submitted |
 //! | `worker.rs` | the workers: lookups, the mode's decisions, holes, discards |
 //! | `provision.rs` | provisioning and breaking sharing, up to the mapping's insert |
+//! | `covering.rs` | writes of one batch that together cover a block, provisioned together without a fill |
 
+mod covering;
 mod map;
 mod provision;
 mod submit;
@@ -388,14 +390,22 @@ impl Requeue for ThinIo {
 
 impl Drain for ThinIo {
     fn drain(self: &Arc<Self>, lane: Lane, mut bios: BioList) {
+        if lane == Lane::Deferred {
+            self.process_batch(bios);
+            return;
+        }
         while let Some(mut bio) = bios.pop() {
-            match lane {
-                Lane::Deferred => self.process(bio),
-                Lane::Completed => match bio.take_provision() {
-                    Some((provision, ok)) => self.finish_provision(bio, &provision, ok),
-                    // Nothing else is ever queued there.
-                    None => bio.complete(Some(IoError::Io)),
-                },
+            match bio.take_provision() {
+                Some((provision, ok)) => {
+                    let members = bio.take_members();
+                    if members.is_empty() {
+                        self.finish_provision(bio, &provision, ok);
+                    } else {
+                        self.finish_covering(bio, members, &provision);
+                    }
+                }
+                // Nothing else is ever queued there.
+                None => bio.complete(Some(IoError::Io)),
             }
         }
     }

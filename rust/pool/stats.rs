@@ -136,6 +136,9 @@ pub(crate) struct ThinCounters {
     pub(crate) provisioned: AtomicU64,
     /// Shared blocks replaced by a private copy before a write.
     pub(crate) sharing_broken: AtomicU64,
+    /// Of those provisioned or broken, the blocks written whole by several
+    /// writes together, neither zeroed nor copied (`io/covering.rs`).
+    pub(crate) coalesced: AtomicU64,
 }
 
 impl ThinCounters {
@@ -147,6 +150,7 @@ impl ThinCounters {
             unlocked_lookups: CpuCounter::new()?,
             provisioned: AtomicU64::new(0),
             sharing_broken: AtomicU64::new(0),
+            coalesced: AtomicU64::new(0),
         })
     }
 
@@ -157,7 +161,8 @@ impl ThinCounters {
         writeln!(f, "deferred {}", self.deferred.sum())?;
         writeln!(f, "unlocked_lookups {}", self.unlocked_lookups.sum())?;
         writeln!(f, "provisioned {}", get(&self.provisioned))?;
-        writeln!(f, "sharing_broken {}", get(&self.sharing_broken))
+        writeln!(f, "sharing_broken {}", get(&self.sharing_broken))?;
+        writeln!(f, "coalesced {}", get(&self.coalesced))
     }
 }
 

@@ -6,11 +6,11 @@
 
 use core::{
     ptr::NonNull,
-    sync::atomic::{AtomicBool, AtomicU8},
+    sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, Ordering},
 };
 use kernel::bindings;
 
-use super::OwnedBio;
+use super::{BioList, OwnedBio};
 use crate::glue::{
     bindings as dm,
     inflight::{IoToken, IoTracker},
@@ -41,6 +41,10 @@ pub(in crate::glue) enum HookState {
     Pending,
     /// Its write and its block's fill completed; the owner has it back.
     Completed,
+    /// Submitted with `member_endio` as its completion, one of the writes
+    /// that together cover a new block; the provision is its lead's (the
+    /// first of them), which comes back once they have all ended.
+    Member,
     /// Its provision is mapped; a commit is due before it completes.
     CommitThenFinish,
 }
@@ -51,9 +55,10 @@ pub(in crate::glue) enum HookState {
 pub(crate) struct PerBio {
     pub(in crate::glue) state: HookState,
     pub(in crate::glue) provision: Provision,
-    /// While `Pending`: the bio's write and the kcopyd jobs not yet ended;
-    /// whichever ends last hands the bio back. Atomic: they end on any CPU.
-    pub(in crate::glue) parts_pending: AtomicU8,
+    /// While `Pending`: the bio's write, the kcopyd jobs and the writes of
+    /// its members not yet ended; whichever ends last hands the bio back.
+    /// Atomic: they end on any CPU.
+    pub(in crate::glue) parts_pending: AtomicU16,
     /// While `Pending`: a kcopyd job failed.
     pub(in crate::glue) fill_failed: AtomicBool,
     /// While `Pending` or `Completed`: a reference to the owner, made by
@@ -62,9 +67,56 @@ pub(crate) struct PerBio {
     /// Drops the reference in `owner` (`drop_owner` of the owner's type).
     pub(in crate::glue) release_owner: unsafe fn(*const core::ffi::c_void),
     pub(in crate::glue) saved_end_io: bindings::bio_end_io_t,
+    /// While `Member`: the lead bio, in `Pending` until this bio ended.
+    pub(in crate::glue) lead: *mut bindings::bio,
+    /// While a lead is `Pending`: its members that ended, linked through
+    /// `bi_next` (each pushes itself in its completion).
+    pub(in crate::glue) members: AtomicPtr<bindings::bio>,
+    /// A member's (and a lead's) position before it was remapped and
+    /// submitted: restored to issue it again ([`OwnedBio::rewind`]).
+    /// Set by the hook, taken by `rewind`.
+    pub(in crate::glue) saved_iter: Option<SavedIter>,
     /// The in-flight read side the bio holds while it may touch a data
     /// block (null: none), ended by the target's `end_io`.
     pub(super) inflight: *mut bindings::srcu_ctr,
+}
+
+/// What a bio's completion changes of its position and flags, saved to
+/// issue it again (as dm's `dm_bio_record`). The iterator is kept whole:
+/// its fields differ between kernel versions.
+pub(crate) struct SavedIter {
+    iter: bindings::bvec_iter,
+    flags: u16,
+}
+
+impl SavedIter {
+    /// The position and flags of `raw` now.
+    ///
+    /// # Safety
+    /// `raw` is a live bio the caller owns.
+    pub(in crate::glue) unsafe fn of(raw: NonNull<bindings::bio>) -> Self {
+        // SAFETY: per the contract; `bvec_iter` is plain data.
+        unsafe {
+            let b = raw.as_ptr();
+            Self {
+                iter: core::ptr::read(&raw const (*b).bi_iter),
+                flags: (*b).bi_flags,
+            }
+        }
+    }
+
+    /// Puts them back into `raw`.
+    ///
+    /// # Safety
+    /// `raw` is a live bio the caller owns, not in flight.
+    unsafe fn restore(self, raw: NonNull<bindings::bio>) {
+        // SAFETY: per the contract.
+        unsafe {
+            let b = raw.as_ptr();
+            core::ptr::write(&raw mut (*b).bi_iter, self.iter);
+            (*b).bi_flags = self.flags;
+        }
+    }
 }
 
 /// The per-bio data of `raw`, if dm keeps one in front of it.
@@ -148,6 +200,55 @@ impl OwnedBio {
         release_owner(ctx);
         ctx.state = HookState::None;
         Some((ctx.provision, written))
+    }
+
+    /// The members that ended with this lead, whose write and provision
+    /// completed ([`Self::take_provision`] gave it back): each back to no
+    /// hook, their writes' statuses kept.
+    pub(crate) fn take_members(&mut self) -> BioList {
+        let mut list = BioList::new();
+        let per_bio = self.per_bio;
+        let Some(ctx) = self.per_bio() else {
+            return list;
+        };
+        let mut next = ctx.members.swap(core::ptr::null_mut(), Ordering::Acquire);
+        while let Some(raw) = NonNull::new(next) {
+            // SAFETY: every member on the chain ended (its completion pushed
+            // it, and the lead came back only after all its parts ended), so
+            // it is ours, with the per-bio data its hook set up.
+            unsafe {
+                next = (*raw.as_ptr()).bi_next;
+                if let Some(m) = per_bio_of(raw, per_bio) {
+                    m.state = HookState::None;
+                    m.lead = core::ptr::null_mut();
+                }
+            }
+            list.push(OwnedBio { raw, per_bio });
+        }
+        list
+    }
+
+    /// Puts a member (or lead) that came back as it was before its hook
+    /// remapped and submitted it, with no error: it can go through a worker
+    /// again. False (and nothing changed) for a bio that was never hooked.
+    pub(crate) fn rewind(&mut self) -> bool {
+        let raw = self.raw;
+        let Some(ctx) = self.per_bio() else {
+            return false;
+        };
+        if ctx.state != HookState::None {
+            return false;
+        }
+        let Some(saved) = ctx.saved_iter.take() else {
+            return false;
+        };
+        // SAFETY: we own the bio and it is not in flight; `saved` was taken
+        // from it before its hook submitted it.
+        unsafe {
+            saved.restore(raw);
+            (*raw.as_ptr()).bi_status = 0;
+        }
+        true
     }
 
     /// Marks a bio whose hooked write and provision are done as needing a

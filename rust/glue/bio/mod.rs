@@ -26,7 +26,7 @@ use crate::dm::pool_mode::IoError;
 mod hook;
 mod list;
 
-pub(in crate::glue) use hook::{pending_per_bio, HookState};
+pub(in crate::glue) use hook::{pending_per_bio, HookState, SavedIter};
 use hook::{per_bio_of, release_owner, store_token};
 pub(crate) use hook::{PerBio, Provision};
 pub(crate) use list::BioList;
@@ -152,6 +152,7 @@ impl Bio<'_> {
             ctx.state = HookState::None;
             ctx.inflight = core::ptr::null_mut();
             ctx.owner = core::ptr::null();
+            ctx.saved_iter = None;
         }
     }
 
@@ -205,6 +206,17 @@ impl OwnedBio {
         // SAFETY: we own the bio, so the borrow of `self` covers its per-bio
         // data, which dm keeps in front of it if `per_bio` is set.
         unsafe { per_bio_of(self.raw, self.per_bio) }
+    }
+
+    /// dm keeps per-bio data for the bio (a provision can hook it).
+    pub(crate) fn has_per_bio(&self) -> bool {
+        self.per_bio
+    }
+
+    /// The bio's I/O ended with an error (its status is not 0).
+    pub(crate) fn failed(&self) -> bool {
+        // SAFETY: we own the bio.
+        unsafe { (*self.raw.as_ptr()).bi_status != 0 }
     }
 
     /// As [`Bio::track`], for a bio a worker remaps.

@@ -73,6 +73,27 @@ impl BlockGeometry {
         [(0, offset), (end, self.sectors.saturating_sub(end))]
     }
 
+    /// True if the writes `(sector, nr_sectors)` together write every
+    /// sector of block `vblock` exactly once and nothing outside it: then
+    /// the new block needs no zeroing or copy. Sorts `writes` by sector.
+    pub fn tiles_block(&self, vblock: u64, writes: &mut [(u64, u64)]) -> bool {
+        let Some(start) = self.block_start(vblock) else {
+            return false;
+        };
+        writes.sort_unstable();
+        let mut next = start;
+        for &(sector, nr_sectors) in writes.iter() {
+            if sector != next || nr_sectors == 0 {
+                return false;
+            }
+            next = match sector.checked_add(nr_sectors) {
+                Some(end) => end,
+                None => return false,
+            };
+        }
+        next.checked_sub(start) == Some(self.sectors)
+    }
+
     /// The whole blocks inside `[sector, sector + nr_sectors)`, as a block
     /// range `[first, end)` (empty when no block is wholly covered).
     pub fn whole_blocks(&self, sector: u64, nr_sectors: u64) -> (u64, u64) {
@@ -142,7 +163,36 @@ pub mod selftest {
         ok &= p2.whole_blocks(130, 10) == (2, 2);
         ok &= p2.whole_blocks(0, 128) == (0, 1);
         ok &= odd.whole_blocks(0, 1000) == (0, 2);
-        ok && sector_runs(p2)
+        ok && sector_runs(p2) && tiles(p2) && tiles(odd)
+    }
+
+    /// Writes tile a block in any order; a gap, an overlap, a write
+    /// outside the block or an empty one do not.
+    fn tiles(g: BlockGeometry) -> bool {
+        let bs = g.sectors();
+        let Some(start) = g.block_start(3) else {
+            return false;
+        };
+        let (half, quarter) = (bs / 2, bs / 4);
+        let mut ok = g.tiles_block(3, &mut [(start, bs)]);
+        ok &= g.tiles_block(3, &mut [(start + half, half), (start, half)]);
+        ok &= g.tiles_block(
+            3,
+            &mut [
+                (start + quarter, quarter),
+                (start + 3 * quarter, bs - 3 * quarter),
+                (start, quarter),
+                (start + half, quarter),
+            ],
+        );
+        ok &= !g.tiles_block(3, &mut [(start, half)]);
+        ok &= !g.tiles_block(3, &mut [(start, half), (start + half + 8, half - 8)]);
+        ok &= !g.tiles_block(3, &mut [(start, half + 8), (start + half, half)]);
+        ok &= !g.tiles_block(3, &mut [(start, half), (start + half, half), (start, 8)]);
+        ok &= !g.tiles_block(3, &mut [(start + bs, bs)]);
+        ok &= !g.tiles_block(3, &mut [(start, bs), (start + bs, 0)]);
+        ok &= !g.tiles_block(3, &mut []);
+        ok & !g.tiles_block(u64::MAX, &mut [(0, bs)])
     }
 
     /// Runs of adjacent blocks merge; gaps, reversals and overflowing
