@@ -27,8 +27,8 @@ CASE_TITLES = {
     "c1-seqread": "1. sequential 4k read, fully provisioned",
     "c2-randread": "2. 4k random read, iodepth 32, fully provisioned",
     "c3-snap-randread": "3. 4k random read right after a snapshot (all blocks shared)",
-    "c4-provision": "4. first 4k writes to unprovisioned blocks",
-    "c4-break-sharing": "4. 4k writes breaking sharing with N snapshots",
+    "c4-provision": "4. first 4k writes to unprovisioned blocks (sequential, or random-)",
+    "c4-break-sharing": "4. 4k writes breaking sharing with N snapshots (sequential, or random-)",
     "c5-fsync": "5. 4k random writes, fsync after each",
     "c6-discard": "6. discard of a fully provisioned volume",
     "c6-fstrim": "6. fstrim of an ext4 after 4,000 small files were deleted",
@@ -54,7 +54,7 @@ CASE_ORDER = list(CASE_TITLES)
 # Where linear has no run of its own, the linear reference for the row.
 LINEAR_REF = {
     "c3-snap-randread": lambda v: ("c2-randread", v),
-    "c4-break-sharing": lambda v: ("c4-break-sharing", re.sub(r"^snaps\d+", "snaps0", v)),
+    "c4-break-sharing": lambda v: ("c4-break-sharing", re.sub(r"snaps\d+$", "snaps0", v)),
 }
 
 

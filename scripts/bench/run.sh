@@ -411,27 +411,36 @@ case23() {
 }
 
 WRITE="--rw=write --bs=4k --ioengine=libaio --iodepth=16 --direct=1"
+# The same at random places (each 4 KiB once: fio's random map).
+RANDWRITE="--rw=randwrite --bs=4k --ioengine=libaio --iodepth=16 --direct=1"
+
+# c4_writes ORDER: the fio arguments of case 4's writes, sequential (seq) or
+# random (rand), and the variant prefix of the random ones.
+c4_writes() { [ "$1" = seq ] && echo "$WRITE" || echo "$RANDWRITE"; }
+c4_prefix() { [ "$1" = seq ] || echo "random-"; }
 
 # ---- case 4a: first writes to unprovisioned blocks, zeroing on and off ----
 case4a() {
-	local z feat v r t
-	for z in on off; do
-		feat=
-		[ $z = off ] && feat=skip_block_zeroing
-		v=zeroing-$z
-		say "c4 first writes, $v"
-		for r in $(reps); do
-			for t in $TARGETS; do
-				# A fresh pool and volume each time: every block is a first write.
-				if setup "$t" 128 "$feat" "$WVOL"; then
-					# shellcheck disable=SC2086
-					fio_run c4-provision "$v" "$t" "$r" $WRITE --size="${WVOL}M" --runtime="$RT"
-				else
-					record c4-provision "$v" "$t" "$r" error "setup: $(errmsg)"
-				fi
+	local z feat v r t o
+	for o in seq rand; do
+		for z in on off; do
+			feat=
+			[ $z = off ] && feat=skip_block_zeroing
+			v=$(c4_prefix $o)zeroing-$z
+			say "c4 first writes, $v"
+			for r in $(reps); do
+				for t in $TARGETS; do
+					# A fresh pool and volume each time: every block is a first write.
+					if setup "$t" 128 "$feat" "$WVOL"; then
+						# shellcheck disable=SC2046
+						fio_run c4-provision "$v" "$t" "$r" $(c4_writes $o) --size="${WVOL}M" --runtime="$RT"
+					else
+						record c4-provision "$v" "$t" "$r" error "setup: $(errmsg)"
+					fi
+				done
 			done
+			checkpoint "c4 $v"
 		done
-		checkpoint "c4 $v"
 	done
 }
 
@@ -455,26 +464,31 @@ share() {
 }
 
 case4b() {
-	local ready n r t ok failed=
+	local ready n r t o v ok failed=
 	say "c4 writes breaking sharing, snapshots: $SNAPS"
 	setup_all c4-break-sharing - 128 skip_block_zeroing "$WVOL" "$WVOL"
 	ready=$READY
 	for n in $SNAPS; do
-		for r in $(reps); do
-			for t in $ready; do
-				# No snapshots on linear: its overwrite (snaps0) is the reference.
-				[ "$t" = linear ] && [ "$n" != 0 ] && continue
-				case " $failed " in *" $t "*) continue ;; esac
-				if share "$t" "$n"; then
-					# shellcheck disable=SC2086
-					fio_run c4-break-sharing "snaps$n" "$t" "$r" $WRITE --size="${WVOL}M" --runtime="$RT"
-				else
-					record c4-break-sharing "snaps$n" "$t" "$r" error "snapshots: $(errmsg)"
-					failed="$failed $t"
-				fi
+		for o in seq rand; do
+			v=$(c4_prefix $o)snaps$n
+			for r in $(reps); do
+				for t in $ready; do
+					# No snapshots on linear: its overwrite (snaps0) is the reference.
+					[ "$t" = linear ] && [ "$n" != 0 ] && continue
+					case " $failed " in *" $t "*) continue ;; esac
+					# share brings every block back to shared (the newest
+					# snapshot taken again) before each run.
+					if share "$t" "$n"; then
+						# shellcheck disable=SC2046
+						fio_run c4-break-sharing "$v" "$t" "$r" $(c4_writes $o) --size="${WVOL}M" --runtime="$RT"
+					else
+						record c4-break-sharing "$v" "$t" "$r" error "snapshots: $(errmsg)"
+						failed="$failed $t"
+					fi
+				done
 			done
+			checkpoint "c4 $v"
 		done
-		checkpoint "c4 snaps$n"
 	done
 }
 
