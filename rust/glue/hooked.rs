@@ -228,7 +228,8 @@ impl OwnedBio {
         ctx.parts_pending = AtomicU16::new(1 + jobs as u16);
         ctx.fill_failed = AtomicBool::new(false);
         ctx.members = AtomicPtr::new(core::ptr::null_mut());
-        ctx.saved_iter = None;
+        // SAFETY: we own the bio, not yet in flight.
+        ctx.saved_iter = Some(unsafe { SavedIter::of(raw) });
         ctx.owner = Arc::into_raw(owner.clone()).cast();
         ctx.release_owner = drop_owner::<T>;
         // SAFETY: we own the bio; its completion is ours to chain until it
@@ -275,40 +276,118 @@ impl OwnedBio {
         // At most MAX_COVERING (checked above): the cast cannot truncate.
         let parts = writes.len() as u16;
         for (i, (bio, to)) in writes.iter_mut().enumerate() {
-            let raw = bio.raw;
-            // SAFETY: we own the bio, not yet in flight.
-            let saved = unsafe { SavedIter::of(raw) };
-            let Some(ctx) = bio.per_bio() else {
-                continue;
-            };
-            ctx.saved_iter = Some(saved);
-            ctx.saved_end_io = {
-                // SAFETY: we own the bio; its completion is ours to chain
-                // until it ends (restored by its endio).
-                unsafe { (*raw.as_ptr()).bi_end_io }
-            };
-            let endio: bindings::bio_end_io_t = if i == 0 {
-                ctx.state = HookState::Pending;
-                ctx.provision = provision;
-                ctx.parts_pending = AtomicU16::new(parts);
-                ctx.fill_failed = AtomicBool::new(false);
-                ctx.members = AtomicPtr::new(core::ptr::null_mut());
-                ctx.owner = Arc::into_raw(owner.clone()).cast();
-                ctx.release_owner = drop_owner::<T>;
-                Some(hooked_endio::<T>)
+            if i == 0 {
+                bio.hook_lead(owner, provision, parts);
+                // SAFETY: we own the bio, not in flight; its completion is
+                // ours to chain until it ends (`hooked_endio` restores it).
+                unsafe { bio.chain_end_io(Some(hooked_endio::<T>)) };
+                bio.view().remap_bdev(dev, *to);
             } else {
-                ctx.state = HookState::Member;
-                ctx.lead = lead.as_ptr();
-                Some(member_endio::<T>)
-            };
-            // SAFETY: as above.
-            unsafe { (*raw.as_ptr()).bi_end_io = endio };
-            bio.view().remap_bdev(dev, *to);
+                bio.hook_member::<T>(lead, dev, *to);
+            }
         }
         // Every hook is in place before the first write can end.
         for (bio, _) in writes {
             bio.submit();
         }
         Ok(())
+    }
+
+    /// A lead whose own write ended (a provision whose fill was
+    /// [`Provision::deferred`]) goes on: `members`, writes that parked on
+    /// its cell meanwhile, are submitted into the block, each moved to its
+    /// sector (paired with it) of `dev`, while `kcopyd` writes `rest` into
+    /// each of `gaps` (`(offset, count)` in the block at sector `block` of
+    /// `dev`), the parts of the block none of them wrote.
+    /// When all have ended the lead comes back with `provision` and its
+    /// members, as from [`Self::submit_covering`]. Hands everything back
+    /// untouched if there is nothing to wait for, more than
+    /// [`MAX_COVERING`] parts, or a member without per-bio data.
+    pub(crate) fn submit_rest<T: Requeue>(
+        mut self,
+        owner: &Arc<T>,
+        provision: Provision,
+        (dev, mut members): (&BdevHandle, KVec<(OwnedBio, u64)>),
+        (kcopyd, rest, block): (&Kcopyd, Rest, u64),
+        gaps: &[(u64, u64)],
+    ) -> Result<(), (OwnedBio, KVec<(OwnedBio, u64)>)> {
+        let jobs = gaps.iter().filter(|&&(_, count)| count > 0).count();
+        let parts = members.len().saturating_add(jobs);
+        let usable = parts > 0
+            && parts <= MAX_COVERING
+            && self.per_bio().is_some()
+            && members.iter_mut().all(|(bio, _)| bio.per_bio().is_some());
+        if !usable {
+            return Err((self, members));
+        }
+        let lead = self.raw;
+        // At most MAX_COVERING (checked above): the cast cannot truncate.
+        self.hook_lead(owner, provision, parts as u16);
+        for (bio, to) in members.iter_mut() {
+            bio.hook_member::<T>(lead, dev, *to);
+        }
+        // From the first job or write on, the lead's per-bio data is shared
+        // with the completions, and the lead is theirs until the last.
+        core::mem::forget(self);
+        for &part in gaps.iter().filter(|&&(_, count)| count > 0) {
+            let context = lead.as_ptr().cast();
+            kcopyd.start_rest(dev, rest, block, part, Some(fill_done::<T>), context);
+        }
+        for (bio, _) in members {
+            bio.submit();
+        }
+        Ok(())
+    }
+
+    /// Makes the bio a lead that comes back to `owner` with `provision`
+    /// once `parts` parts have ended.
+    fn hook_lead<T: Requeue>(&mut self, owner: &Arc<T>, provision: Provision, parts: u16) {
+        let raw = self.raw;
+        let Some(ctx) = self.per_bio() else {
+            return;
+        };
+        ctx.state = HookState::Pending;
+        ctx.provision = provision;
+        ctx.parts_pending = AtomicU16::new(parts);
+        ctx.fill_failed = AtomicBool::new(false);
+        ctx.members = AtomicPtr::new(core::ptr::null_mut());
+        ctx.owner = Arc::into_raw(owner.clone()).cast();
+        ctx.release_owner = drop_owner::<T>;
+        if ctx.saved_iter.is_none() {
+            // SAFETY: we own the bio, not in flight.
+            ctx.saved_iter = Some(unsafe { SavedIter::of(raw) });
+        }
+    }
+
+    /// Saves the bio's completion and sets `endio` instead.
+    ///
+    /// # Safety
+    /// The bio is not in flight, and `endio` restores the saved completion
+    /// before the bio ends.
+    unsafe fn chain_end_io(&mut self, endio: bindings::bio_end_io_t) {
+        let raw = self.raw;
+        if let Some(ctx) = self.per_bio() {
+            // SAFETY: per the contract; we own the bio.
+            unsafe {
+                ctx.saved_end_io = (*raw.as_ptr()).bi_end_io;
+                (*raw.as_ptr()).bi_end_io = endio;
+            }
+        }
+    }
+
+    /// Makes the bio a member of `lead` (one of the lead's parts), moved
+    /// to `to` of `dev`.
+    fn hook_member<T: Requeue>(&mut self, lead: NonNull<bindings::bio>, dev: &BdevHandle, to: u64) {
+        let raw = self.raw;
+        let Some(ctx) = self.per_bio() else {
+            return;
+        };
+        ctx.state = HookState::Member;
+        ctx.lead = lead.as_ptr();
+        // SAFETY: we own the bio, not yet in flight.
+        ctx.saved_iter = Some(unsafe { SavedIter::of(raw) });
+        // SAFETY: not in flight; `member_endio` restores the completion.
+        unsafe { self.chain_end_io(Some(member_endio::<T>)) };
+        self.view().remap_bdev(dev, to);
     }
 }

@@ -47,7 +47,7 @@ unsafe extern "C" fn notify(read_err: c_int, write_err: c_ulong, context: *mut c
 }
 
 /// What goes into the parts of a new block that its bio does not write.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum Rest {
     /// Zeroes.
     Zeroes,

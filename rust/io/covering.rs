@@ -9,6 +9,11 @@
 //! like this; dm-thin skips the fill only for a single bio that covers its
 //! block.
 //!
+//! The same happens later for a write at the start of a new block whose
+//! fill was deferred ([`ThinIo::continue_provision`]): once it has been
+//! written, the writes that parked on its cell meanwhile join it, and kcopyd
+//! fills only what none of them writes.
+//!
 //! The search allocates with `GFP_NOWAIT` (a worker on the I/O path must
 //! not wait for reclaim): without memory the bios just go one by one.
 //!
@@ -271,7 +276,138 @@ impl ThinIo {
             data_block,
             epoch,
             breaks_sharing: found.is_some(),
+            deferred: None,
         })
+    }
+
+    /// The lead of a provision whose fill was deferred came back, its own
+    /// write ended (`written` if it succeeded): the writes to the block
+    /// that parked on its cell meanwhile (plain ones, none overlapping
+    /// another or the lead) are submitted into the new block, kcopyd fills
+    /// only the parts none of them writes, and the lead comes back once all
+    /// have ended, with them as its members ([`Self::finish_covering`]).
+    pub(super) fn continue_provision(
+        self: &Arc<Self>,
+        mut lead: OwnedBio,
+        provision: Provision,
+        written: bool,
+    ) {
+        let rest = provision.deferred;
+        let provision = Provision {
+            deferred: None,
+            ..provision
+        };
+        if !written {
+            // Its error stays on it; the block is given back.
+            self.finish_provision(lead, &provision, false);
+            return;
+        }
+        let (Some(rest), Some(block), Some((sector, nr_sectors))) = (
+            rest,
+            self.geometry.block_start(provision.data_block),
+            lead.hooked_range(),
+        ) else {
+            // Not reached (the provision deferred its fill, and the hook
+            // saved where the lead started): the block cannot be filled.
+            let _ = self.end_provision(&provision, false, None);
+            lead.complete(Some(IoError::Io));
+            return;
+        };
+        let bs = self.geometry.sectors();
+        let lead_part = (self.geometry.offset_in_block(sector), nr_sectors);
+        let mut parts: KVec<(u64, u64)> = KVec::new();
+        let mut members: KVec<(OwnedBio, u64)> = KVec::new();
+        let room = parts.reserve(MAX_COVERING, GFP_NOWAIT).is_ok()
+            && members.reserve(MAX_COVERING, GFP_NOWAIT).is_ok();
+        // (Reserved: the pushes below cannot fail.)
+        let _ = parts.push(lead_part, GFP_NOWAIT);
+        if room {
+            let mut st = self.pool.lock();
+            let mut parked = st.take_parked(&**self, provision.vblock);
+            let mut keep = BioList::new();
+            while let Some(mut bio) = parked.pop() {
+                match self.fits(&mut bio, provision.vblock, &parts) {
+                    // Members and gaps (at most one more than the parts)
+                    // are the lead's parts: at most MAX_COVERING.
+                    Some(part) if 2 * members.len() + 4 < MAX_COVERING => {
+                        let _ = parts.push(part, GFP_NOWAIT);
+                        let _ = members.push((bio, block.saturating_add(part.0)), GFP_NOWAIT);
+                    }
+                    _ => keep.push(bio),
+                }
+            }
+            st.return_parked(&**self, provision.vblock, keep);
+        }
+        // The parts of the block nobody writes.
+        parts.sort_unstable();
+        let mut gaps: KVec<(u64, u64)> = KVec::new();
+        let mut listed = gaps.reserve(parts.len() + 1, GFP_NOWAIT).is_ok();
+        let mut next = 0;
+        for &(offset, count) in Iterator::chain(parts.iter(), core::iter::once(&(bs, 0))) {
+            if offset > next {
+                listed &= gaps.push((next, offset - next), GFP_NOWAIT).is_ok();
+            }
+            next = next.max(offset.saturating_add(count));
+        }
+        if !listed {
+            // No memory for the list of gaps: the block cannot be filled.
+            self.fail_continued(lead, members, &provision);
+            return;
+        }
+        let kcopyd = (&self.pool.kcopyd, rest, block);
+        if let Err((lead, members)) =
+            lead.submit_rest(self, provision, (&self.pool_bdev, members), kcopyd, &gaps)
+        {
+            self.fail_continued(lead, members, &provision);
+        }
+    }
+
+    /// Where `bio`, parked on the cell of `vblock`, would go into the
+    /// block, `(offset, count)`, if it is a plain write inside it that
+    /// overlaps none of `parts`.
+    fn fits(&self, bio: &mut OwnedBio, vblock: u64, parts: &[(u64, u64)]) -> Option<(u64, u64)> {
+        let per_bio = bio.has_per_bio();
+        let v = bio.view();
+        let (sector, nr_sectors) = (v.sector(), v.nr_sectors());
+        let plain =
+            per_bio && v.kind() == BioKind::Write && !v.wants_durability() && nr_sectors > 0;
+        let inside = self.geometry.block_of(sector) == vblock
+            && self
+                .geometry
+                .block_of(sector.saturating_add(nr_sectors - 1))
+                == vblock;
+        if !plain || !inside {
+            return None;
+        }
+        let (offset, end) = (
+            self.geometry.offset_in_block(sector),
+            self.geometry.offset_in_block(sector) + nr_sectors,
+        );
+        let overlaps = parts
+            .iter()
+            .any(|&(o, c)| offset < o.saturating_add(c) && o < end);
+        (!overlaps).then_some((offset, nr_sectors))
+    }
+
+    /// A continued provision could not go on: its block is given back, the
+    /// lead (written into it) and the members (not yet) go through a worker
+    /// again.
+    fn fail_continued(
+        &self,
+        mut lead: OwnedBio,
+        members: KVec<(OwnedBio, u64)>,
+        provision: &Provision,
+    ) {
+        let _ = self.end_provision(provision, false, None);
+        let mut again = BioList::new();
+        for (bio, _) in members {
+            again.push(bio);
+        }
+        match lead.rewind() {
+            true => again.push(lead),
+            false => lead.complete(Some(IoError::Io)),
+        }
+        self.requeue(again);
     }
 
     /// A covering set came back (its `lead` with `members`): its writes all

@@ -47,7 +47,7 @@
 //! | `submit.rs` | a worker's remap and the commit a durable bio needs before it is submitted |
 //! | `worker.rs` | the workers: lookups, the mode's decisions, holes, discards |
 //! | `provision.rs` | provisioning and breaking sharing, up to the mapping's insert |
-//! | `covering.rs` | writes of one batch that together cover a block, provisioned together without a fill |
+//! | `covering.rs` | writes that together cover a block (one batch, or parked behind the block's first write), provisioned together, filled only where none writes |
 
 mod covering;
 mod map;
@@ -398,10 +398,12 @@ impl Drain for ThinIo {
             match bio.take_provision() {
                 Some((provision, ok)) => {
                     let members = bio.take_members();
-                    if members.is_empty() {
-                        self.finish_provision(bio, &provision, ok);
-                    } else {
+                    if !members.is_empty() {
                         self.finish_covering(bio, members, &provision);
+                    } else if provision.deferred.is_some() {
+                        self.continue_provision(bio, provision, ok);
+                    } else {
+                        self.finish_provision(bio, &provision, ok);
                     }
                 }
                 // Nothing else is ever queued there.

@@ -126,11 +126,12 @@ impl ThinIo {
             let v = bio.view();
             (v.sector(), v.nr_sectors())
         };
-        let provision = Provision {
+        let mut provision = Provision {
             vblock,
             data_block,
             epoch,
             breaks_sharing: old.is_some(),
+            deferred: None,
         };
         let (Some(to), Some(block)) = (
             self.geometry.remap(data_block, sector),
@@ -154,6 +155,20 @@ impl ThinIo {
             FillPlan::Copy { from } => Some(Some(Rest::Copy { from })),
             FillPlan::Zero => Some(Some(Rest::Zeroes)),
             FillPlan::Nothing | FillPlan::Origin { .. } => None,
+        };
+        // A write at the start of its block is how a stream of smaller
+        // writes reaches a block first: its fill waits until it has been
+        // written, and then covers only what the writes that parked on the
+        // cell meanwhile leave out ([`Self::continue_provision`]). A lone
+        // write elsewhere keeps its fill beside it.
+        let beside = match beside {
+            Some(Some(rest))
+                if self.geometry.offset_in_block(sector) == 0 && !bio.view().wants_durability() =>
+            {
+                provision.deferred = Some(rest);
+                Some(None)
+            }
+            other => other,
         };
         if let Some(rest) = beside {
             let fill = rest.map(|rest| BlockFill {

@@ -145,6 +145,27 @@ impl CellTable {
             .is_some_and(|b| b.push_within_capacity(cell).is_ok())
     }
 
+    /// The bios parked on the open cell of `(dev, vblock)`, taken off it
+    /// (the cell stays open).
+    pub(crate) fn take_parked(&mut self, dev: u32, vblock: u64) -> BioList {
+        self.bucket(dev, vblock)
+            .and_then(|b| b.iter_mut().find(|c| c.dev == dev && c.vblock == vblock))
+            .map(|c| core::mem::take(&mut c.parked))
+            .unwrap_or_default()
+    }
+
+    /// Parks `bios` back on the open cell of `(dev, vblock)`, in front of
+    /// any parked since; they end with an I/O error if the cell is gone.
+    pub(crate) fn return_parked(&mut self, dev: u32, vblock: u64, mut bios: BioList) {
+        if let Some(c) = self
+            .bucket(dev, vblock)
+            .and_then(|b| b.iter_mut().find(|c| c.dev == dev && c.vblock == vblock))
+        {
+            bios.append(&mut c.parked);
+            c.parked = bios;
+        }
+    }
+
     /// Closes the cell of `(dev, vblock)`; returns the bios parked on it
     /// and whether bios of other targets waited for it.
     pub(crate) fn close(&mut self, dev: u32, vblock: u64) -> Closed {

@@ -62,6 +62,18 @@ impl PoolState {
         Some(self.epoch)
     }
 
+    /// The bios of `thin` parked on its open cell of `vblock`, taken off
+    /// it; give back what is not used with [`Self::return_parked`] under
+    /// the same hold of the lock.
+    pub(crate) fn take_parked(&mut self, thin: &dyn PoolMember, vblock: u64) -> BioList {
+        self.cells.take_parked(thin.dev_id(), vblock)
+    }
+
+    /// Parks bios [`Self::take_parked`] took back on the cell, in order.
+    pub(crate) fn return_parked(&mut self, thin: &dyn PoolMember, vblock: u64, bios: BioList) {
+        self.cells.return_parked(thin.dev_id(), vblock, bios);
+    }
+
     /// Ends a provision of `vblock` by `thin`; returns the bios of `thin`
     /// that parked on it (and only those: no other provision waits for this
     /// one). Bios of the device's other targets that waited for it wait on

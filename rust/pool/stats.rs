@@ -136,8 +136,9 @@ pub(crate) struct ThinCounters {
     pub(crate) provisioned: AtomicU64,
     /// Shared blocks replaced by a private copy before a write.
     pub(crate) sharing_broken: AtomicU64,
-    /// Of those provisioned or broken, the blocks written whole by several
-    /// writes together, neither zeroed nor copied (`io/covering.rs`).
+    /// Of those provisioned or broken, the blocks written by several writes
+    /// together, zeroed or copied only where none of them wrote
+    /// (`io/covering.rs`).
     pub(crate) coalesced: AtomicU64,
 }
 

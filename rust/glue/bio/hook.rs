@@ -14,6 +14,7 @@ use super::{BioList, OwnedBio};
 use crate::glue::{
     bindings as dm,
     inflight::{IoToken, IoTracker},
+    kcopyd::Rest,
 };
 
 /// A provision in flight with its bio: the mapping goes in once the block
@@ -28,6 +29,10 @@ pub(crate) struct Provision {
     pub(crate) epoch: u64,
     /// The block replaces a shared one (copy-on-write).
     pub(crate) breaks_sharing: bool,
+    /// The fill of the parts the bio leaves out waits until its write has
+    /// ended: then the writes that parked on the cell meanwhile are
+    /// submitted with it, and only what none of them writes gets this.
+    pub(crate) deferred: Option<Rest>,
 }
 
 /// Where a deferred bio stands, in its per-bio data.
@@ -226,6 +231,14 @@ impl OwnedBio {
             list.push(OwnedBio { raw, per_bio });
         }
         list
+    }
+
+    /// Where a hooked bio that came back started and how many sectors it
+    /// wrote, before its hook moved it (its completion advanced it since).
+    pub(crate) fn hooked_range(&mut self) -> Option<(u64, u64)> {
+        let ctx = self.per_bio()?;
+        let saved = ctx.saved_iter.as_ref()?;
+        Some((saved.iter.bi_sector, u64::from(saved.iter.bi_size) >> 9))
     }
 
     /// Puts a member (or lead) that came back as it was before its hook
