@@ -34,6 +34,11 @@
 #     (suspend, create_snap, resume) while such writes run; covering_fault: one piece
 #     of every free block fails: every write fails, nothing is mapped, the
 #     blocks read as before, and rthin frees them all.
+# stream_new_blocks: a sequential stream of 4 KiB writes (iodepth 16, one
+#   submission each) over 16 new blocks and 40 KiB into a 17th, zeroing on:
+#   rthin submits the writes that parked behind each block's first write
+#   with it and zeroes only what none writes (`coalesced` must move); the
+#   data reads back, the 17th block's last 24 KiB read as zeroes.
 # thin_check at the end of each.
 . /rthin/tests/lib.sh
 
@@ -398,6 +403,28 @@ covering_fault() {
 	esac
 }
 
+stream_new_blocks() {
+	local c0 before after
+	setup
+	c0=$(coalesced)
+	before=$(data_sectors)
+	(cd /tmp && fio --name=stream --filename=$T --size=$((16 * BLK + 40960)) --bs=4k --rw=write \
+		--ioengine=libaio --iodepth=16 --direct=1 --verify=crc32c --do_verify=1 --verify_fatal=1 \
+		--verify_state_save=0 --output-format=terse >/tmp/stream.out 2>&1) || {
+		cat /tmp/stream.out
+		fail "fio stream over new blocks"
+	}
+	after=$(data_sectors)
+	echo "the stream wrote $((${after#* } - ${before#* })) sectors to the data device for 17 blocks ($((17 * 128)) if each block is written once)"
+	expect_coalesced "$c0" "a stream of 4 KiB writes"
+	expect_thin thin "$(thin_status_for 17 16)" "17 blocks provisioned by the stream"
+	dd if=$T of=/tmp/tail.blk bs=4096 skip=$((16 * 16 + 10)) count=6 iflag=direct 2>/dev/null
+	[ "$(tr -d '\000' </tmp/tail.blk | wc -c)" = 0 ] ||
+		fail "the part of the last block the stream did not reach does not read as zeroes"
+	echo "ok: the part of the last block the stream did not reach reads as zeroes"
+	finish
+}
+
 for_each_impl new_blocks
 for_each_impl shared_blocks
 for_each_impl io_counts
@@ -406,4 +433,5 @@ for_each_impl covering_new_blocks
 for_each_impl covering_shared
 for_each_impl covering_snapshot
 for_each_impl covering_fault
+for_each_impl stream_new_blocks
 impl_verdict
