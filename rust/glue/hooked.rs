@@ -219,25 +219,15 @@ impl OwnedBio {
         let raw = self.raw;
         let parts = fill.as_ref().map_or([(0, 0); 2], |f| f.parts);
         let jobs = parts.iter().filter(|&&(_, count)| count > 0).count();
-        let Some(ctx) = self.per_bio() else {
+        if self.per_bio().is_none() {
             return Err(self);
-        };
-        ctx.state = HookState::Pending;
-        ctx.provision = provision;
-        // The write and each job; at most 3, so the cast cannot truncate.
-        ctx.parts_pending = AtomicU16::new(1 + jobs as u16);
-        ctx.fill_failed = AtomicBool::new(false);
-        ctx.members = AtomicPtr::new(core::ptr::null_mut());
-        // SAFETY: we own the bio, not yet in flight.
-        ctx.saved_iter = Some(unsafe { SavedIter::of(raw) });
-        ctx.owner = Arc::into_raw(owner.clone()).cast();
-        ctx.release_owner = drop_owner::<T>;
-        // SAFETY: we own the bio; its completion is ours to chain until it
-        // ends (`hooked_endio` restores it).
-        unsafe {
-            ctx.saved_end_io = (*raw.as_ptr()).bi_end_io;
-            (*raw.as_ptr()).bi_end_io = Some(hooked_endio::<T>);
         }
+        self.save_position();
+        // The write and each job; at most 3, so the cast cannot truncate.
+        self.hook_lead(owner, provision, 1 + jobs as u16);
+        // SAFETY: we own the bio, not in flight; its completion is ours to
+        // chain until it ends (`hooked_endio` restores it).
+        unsafe { self.chain_end_io(Some(hooked_endio::<T>)) };
         self.view().remap_bdev(dev, sector);
         // From the first job on, the per-bio data is shared with the
         // completions: nothing here touches it again.
@@ -277,6 +267,7 @@ impl OwnedBio {
         let parts = writes.len() as u16;
         for (i, (bio, to)) in writes.iter_mut().enumerate() {
             if i == 0 {
+                bio.save_position();
                 bio.hook_lead(owner, provision, parts);
                 // SAFETY: we own the bio, not in flight; its completion is
                 // ours to chain until it ends (`hooked_endio` restores it).
@@ -339,10 +330,21 @@ impl OwnedBio {
         Ok(())
     }
 
-    /// Makes the bio a lead that comes back to `owner` with `provision`
-    /// once `parts` parts have ended.
-    fn hook_lead<T: Requeue>(&mut self, owner: &Arc<T>, provision: Provision, parts: u16) {
+    /// Saves where the bio starts, before its hook moves it
+    /// ([`Self::rewind`], [`Self::hooked_range`]).
+    fn save_position(&mut self) {
         let raw = self.raw;
+        if let Some(ctx) = self.per_bio() {
+            // SAFETY: we own the bio, not in flight.
+            ctx.saved_iter = Some(unsafe { SavedIter::of(raw) });
+        }
+    }
+
+    /// Makes the bio a lead that comes back to `owner` with `provision`
+    /// once `parts` parts have ended. Its saved position is left as it is:
+    /// a lead that goes on ([`Self::submit_rest`]) keeps the one from
+    /// before its first hook.
+    fn hook_lead<T: Requeue>(&mut self, owner: &Arc<T>, provision: Provision, parts: u16) {
         let Some(ctx) = self.per_bio() else {
             return;
         };
@@ -353,10 +355,6 @@ impl OwnedBio {
         ctx.members = AtomicPtr::new(core::ptr::null_mut());
         ctx.owner = Arc::into_raw(owner.clone()).cast();
         ctx.release_owner = drop_owner::<T>;
-        if ctx.saved_iter.is_none() {
-            // SAFETY: we own the bio, not in flight.
-            ctx.saved_iter = Some(unsafe { SavedIter::of(raw) });
-        }
     }
 
     /// Saves the bio's completion and sets `endio` instead.
@@ -378,14 +376,12 @@ impl OwnedBio {
     /// Makes the bio a member of `lead` (one of the lead's parts), moved
     /// to `to` of `dev`.
     fn hook_member<T: Requeue>(&mut self, lead: NonNull<bindings::bio>, dev: &BdevHandle, to: u64) {
-        let raw = self.raw;
+        self.save_position();
         let Some(ctx) = self.per_bio() else {
             return;
         };
         ctx.state = HookState::Member;
         ctx.lead = lead.as_ptr();
-        // SAFETY: we own the bio, not yet in flight.
-        ctx.saved_iter = Some(unsafe { SavedIter::of(raw) });
         // SAFETY: not in flight; `member_endio` restores the completion.
         unsafe { self.chain_end_io(Some(member_endio::<T>)) };
         self.view().remap_bdev(dev, to);

@@ -99,6 +99,12 @@ impl CellTable {
         self.buckets.get_mut(i)
     }
 
+    /// The open cell of `(dev, vblock)`, if any.
+    fn cell_mut(&mut self, dev: u32, vblock: u64) -> Option<&mut Cell> {
+        self.bucket(dev, vblock)
+            .and_then(|b| b.iter_mut().find(|c| c.dev == dev && c.vblock == vblock))
+    }
+
     /// Parks `bio`, a bio of target `parker`, on the open cell of
     /// `(dev, vblock)` if `parker` holds it; see [`Parking`].
     pub(crate) fn park(
@@ -108,10 +114,7 @@ impl CellTable {
         parker: TargetKey,
         bio: OwnedBio,
     ) -> Parking {
-        let cell = self
-            .bucket(dev, vblock)
-            .and_then(|b| b.iter_mut().find(|c| c.dev == dev && c.vblock == vblock));
-        match cell {
+        match self.cell_mut(dev, vblock) {
             Some(c) if c.holder == parker => {
                 c.parked.push(bio);
                 Parking::Parked
@@ -148,8 +151,7 @@ impl CellTable {
     /// The bios parked on the open cell of `(dev, vblock)`, taken off it
     /// (the cell stays open).
     pub(crate) fn take_parked(&mut self, dev: u32, vblock: u64) -> BioList {
-        self.bucket(dev, vblock)
-            .and_then(|b| b.iter_mut().find(|c| c.dev == dev && c.vblock == vblock))
+        self.cell_mut(dev, vblock)
             .map(|c| core::mem::take(&mut c.parked))
             .unwrap_or_default()
     }
@@ -157,10 +159,7 @@ impl CellTable {
     /// Parks `bios` back on the open cell of `(dev, vblock)`, in front of
     /// any parked since; they end with an I/O error if the cell is gone.
     pub(crate) fn return_parked(&mut self, dev: u32, vblock: u64, mut bios: BioList) {
-        if let Some(c) = self
-            .bucket(dev, vblock)
-            .and_then(|b| b.iter_mut().find(|c| c.dev == dev && c.vblock == vblock))
-        {
+        if let Some(c) = self.cell_mut(dev, vblock) {
             bios.append(&mut c.parked);
             c.parked = bios;
         }
