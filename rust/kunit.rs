@@ -195,6 +195,11 @@ mod core_suite {
         assert!(crate::dm::block_geometry::selftest::arithmetic());
     }
 
+    #[test]
+    fn written_ranges() {
+        assert!(crate::dm::written_ranges::selftest::ranges());
+    }
+
     /// Harness self-check: built only with `RTHIN_SELFCHECK_FAIL=kunit`, it
     /// must make `make check` fail.
     #[cfg(rthin_selfcheck_fail)]

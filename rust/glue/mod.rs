@@ -13,6 +13,7 @@ pub(crate) mod global_list;
 pub(crate) mod hooked;
 pub(crate) mod inflight;
 pub(crate) mod kcopyd;
+pub(crate) mod open_block;
 pub(crate) mod params;
 pub(crate) mod queue;
 pub(crate) mod rcu_box;

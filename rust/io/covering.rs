@@ -112,7 +112,8 @@ impl ThinIo {
             && v.kind() == BioKind::Write
             && !v.wants_durability()
             && first == last
-            && !self.geometry.covers_block(sector, nr_sectors);
+            && !self.geometry.covers_block(sector, nr_sectors)
+            && !self.is_open(first);
         Reach {
             first,
             last,
@@ -198,6 +199,13 @@ impl ThinIo {
             return;
         };
         let mut st = self.pool.lock_unblocked();
+        if self.is_open(vblock) {
+            // Opened since the search: each joins it.
+            drop(st);
+            self.process(lead);
+            set.for_each(|bio| self.process(bio));
+            return;
+        }
         let lead = match st.quiesced() {
             true => Err(lead),
             false => match st.try_park(&**self, vblock, lead) {

@@ -48,9 +48,11 @@
 //! | `worker.rs` | the workers: lookups, the mode's decisions, holes, discards |
 //! | `provision.rs` | provisioning and breaking sharing, up to the mapping's insert |
 //! | `covering.rs` | writes that together cover a block (one batch, or parked behind the block's first write), provisioned together, filled only where none writes |
+//! | `open_block.rs` | blocks held open for more writes, each completed as soon as it is written; closed when covered or needed |
 
 mod covering;
 mod map;
+mod open_block;
 mod provision;
 mod submit;
 mod worker;
@@ -58,7 +60,7 @@ mod worker;
 #[cfg(feature = "selftest")]
 pub(crate) use map::selftest;
 
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use kernel::{
     new_spinlock,
     prelude::*,
@@ -108,6 +110,16 @@ pub(crate) struct ThinIo {
     /// order, as `held`.
     #[pin]
     waiters: SpinLock<BioList>,
+    /// The blocks held open for more writes (`open_block.rs`), at most
+    /// `MAX_OPEN` (reserved). Blocks are added under the pool lock; taken
+    /// out with or without it. After `held` and `waiters` in the lock order
+    /// (nothing is taken under it).
+    #[pin]
+    open: SpinLock<KVec<open_block::OpenBlock>>,
+    /// How many blocks `open` holds: the paths that find none skip its lock.
+    open_count: AtomicUsize,
+    /// From the thin's presuspend to its resume no block is held open.
+    no_open: AtomicBool,
     /// The pool's change generation of this device's last metadata change
     /// (`u64::MAX` once changes were lost to an aborted transaction): a
     /// durable bio completes only once a commit covers it.
@@ -162,6 +174,7 @@ impl ThinIo {
     pub(crate) fn new(pool: SharedPool, cfg: ThinIoConfig) -> Result<Arc<Self>> {
         let queues = CpuQueues::new(Lane::Deferred)?;
         let completed = CpuQueues::new(Lane::Completed)?;
+        let open = KVec::with_capacity(open_block::MAX_OPEN, GFP_KERNEL)?;
         let io = Arc::pin_init(
             pin_init!(ThinIo {
                 dev_id: cfg.dev_id,
@@ -176,6 +189,9 @@ impl ThinIo {
                 completed,
                 held <- new_spinlock!((BioList::new(), false), "rthin_held"),
                 waiters <- new_spinlock!(BioList::new(), "rthin_waiters"),
+                open <- new_spinlock!(open, "rthin_open"),
+                open_count: AtomicUsize::new(0),
+                no_open: AtomicBool::new(false),
                 changed: AtomicU64::new(cfg.changed),
                 snapshotted_time: AtomicU32::new(cfg.snapshotted_time),
                 share_gen: AtomicU32::new(cfg.share_gen),
@@ -339,6 +355,24 @@ impl ThinIo {
         self.held.lock().1 = false;
     }
 
+    /// The thin is being suspended: none of its blocks opens until
+    /// [`Self::allow_open`], and the open ones close. Their writes have
+    /// completed, so dm does not wait for them: unless `noflush` (which must
+    /// not wait for a device held below the pool), this waits until they
+    /// are mapped, so that the pool's next commit (its suspend's, if it is
+    /// being removed) records them.
+    pub(crate) fn stop_open(&self, noflush: bool) {
+        self.no_open.store(true, Ordering::Release);
+        if self.close_open_blocks() > 0 && !noflush {
+            drop(self.pool.lock_settled());
+        }
+    }
+
+    /// Resumed (or the suspend was cancelled): blocks may be held open again.
+    pub(crate) fn allow_open(&self) {
+        self.no_open.store(false, Ordering::Release);
+    }
+
     /// Completes the bios held for data space with `error`.
     pub(crate) fn error_held(&self, error: IoError) {
         let mut held = self.take_held();
@@ -375,6 +409,10 @@ impl PoolMember for ThinIo {
 
     fn changed_gen(&self) -> u64 {
         ThinIo::changed_gen(self)
+    }
+
+    fn close_open_blocks(&self) -> usize {
+        ThinIo::close_open_blocks(self)
     }
 
     fn note_snapshot(&self, time: u32, share_gen: u32) {

@@ -120,12 +120,11 @@ impl ThinIo {
             bio.complete(Some(IoError::Io));
             return;
         };
-        drop(st);
-
         let (sector, nr_sectors) = {
             let v = bio.view();
             (v.sector(), v.nr_sectors())
         };
+        let plan = self.fill_plan(vblock, old, zero_new_blocks);
         let mut provision = Provision {
             vblock,
             data_block,
@@ -133,6 +132,26 @@ impl ThinIo {
             breaks_sharing: old.is_some(),
             deferred: None,
         };
+        // A plain write at the start of a new block to be zeroed: the block
+        // is held open for the writes that follow (`open_block.rs`). Still
+        // under the pool lock, so that a committer either finds the block
+        // open (and closes it) or is seen by `may_hold_open` first.
+        let part = (self.geometry.offset_in_block(sector), nr_sectors);
+        let open_at = self
+            .geometry
+            .block_start(data_block)
+            .filter(|_| matches!(plan, FillPlan::Zero))
+            .filter(|_| bio.has_per_bio() && !bio.view().wants_durability())
+            .filter(|_| self.wants_open(part) && st.may_hold_open());
+        if let Some(block) = open_at {
+            st.note_unmapped_writes(&**self);
+            match self.hold_open(bio, provision, (block, part)) {
+                Ok(()) => return,
+                Err((back, _)) => bio = back,
+            }
+        }
+        drop(st);
+
         let (Some(to), Some(block)) = (
             self.geometry.remap(data_block, sector),
             self.geometry.block_start(data_block),
@@ -142,7 +161,6 @@ impl ThinIo {
             bio.complete(Some(IoError::Io));
             return;
         };
-        let plan = self.fill_plan(vblock, old, zero_new_blocks);
         // The bio writes its part of the block while kcopyd zeroes or copies
         // only the parts it leaves out: one write of the block (and one read
         // of the shared one), not a fill followed by the bio.

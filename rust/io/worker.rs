@@ -6,7 +6,7 @@
 
 use kernel::{prelude::*, sync::Arc};
 
-use super::ThinIo;
+use super::{open_block::Offer, ThinIo};
 use crate::{
     dm::pool_mode::{BioAction, BioDir, DiscardAction, IoError, Lookup, WorkItem},
     glue::bio::{BioKind, OwnedBio},
@@ -55,6 +55,10 @@ impl ThinIo {
         let mut st = self.pool.lock_unblocked();
         let Some(bio) = self.unless_quiesced(&st, bio) else {
             return;
+        };
+        let bio = match self.offer_to_open(bio, vblock) {
+            Offer::Joined => return,
+            Offer::Declined(bio) => bio,
         };
         let mut bio = match st.try_park(&**self, vblock, bio) {
             Parking::Parked => return,
@@ -186,6 +190,12 @@ impl ThinIo {
             (v.sector(), v.nr_sectors())
         };
         let (first, end) = self.geometry.whole_blocks(sector, nr_sectors);
+        // Writes into a block held open have completed: the discard must
+        // come after them, so their blocks close and are mapped first (the
+        // settling waits for them; a delete in pieces does not wait).
+        if self.close_open_range(first, end) > 0 {
+            drop(self.pool.lock_settled_or_deleting());
+        }
         let mut st = self.pool.lock_unblocked();
         let Some(bio) = self.unless_quiesced(&st, bio) else {
             return;

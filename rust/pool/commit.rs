@@ -89,6 +89,10 @@ impl PoolObj {
     /// have begun meanwhile: false then.
     fn settle(&self, st: &mut MutexGuard<'_, PoolState>) -> bool {
         st.committers += 1;
+        // Blocks held open would wait for writes that may never come: they
+        // close now, and none opens while a committer waits
+        // (`PoolState::may_hold_open`).
+        let _ = st.close_open_blocks();
         while st.inflight > 0 && !st.suspended {
             self.settled.wait(st);
         }

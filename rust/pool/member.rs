@@ -31,6 +31,11 @@ pub(crate) trait PoolMember: Send + Sync {
     /// The change generation its durable bios depend on.
     fn changed_gen(&self) -> u64;
 
+    /// Closes the blocks the target holds open for more writes: each is
+    /// filled where no write went and mapped, asynchronously, as any
+    /// provision in flight. Returns how many it closed.
+    fn close_open_blocks(&self) -> usize;
+
     /// The device was snapshotted at `time` (its new `snapshotted_time`);
     /// its share generation in the pool's mapping cache is `share_gen` now.
     fn note_snapshot(&self, time: u32, share_gen: u32);

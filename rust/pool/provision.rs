@@ -186,6 +186,27 @@ impl PoolState {
         }
     }
 
+    /// Writes of `thin` are about to complete into a block not yet mapped
+    /// (a block held open, `io/open_block.rs`): from now on its durable
+    /// bios and flushes wait for a commit, and the commit's settling closes
+    /// the block first, so none completes before those writes are mapped.
+    pub(crate) fn note_unmapped_writes(&self, thin: &dyn PoolMember) {
+        self.note_dev_change(thin, self.flags.change());
+    }
+
+    /// Whether a provision may hold its block open for more writes now: not
+    /// while a committer waits for the provisions in flight (it closes the
+    /// open blocks and must not see new ones), nor from a suspend on.
+    pub(crate) fn may_hold_open(&self) -> bool {
+        self.committers == 0 && !self.suspended && !self.quiesced()
+    }
+
+    /// Closes the blocks every thin holds open (`io/open_block.rs`): their
+    /// provisions then end as the others do. Returns how many.
+    pub(crate) fn close_open_blocks(&self) -> usize {
+        self.thins.iter().map(|t| t.close_open_blocks()).sum()
+    }
+
     /// Unmaps the blocks of `thin` in `[first, end)` that no provision holds,
     /// calling `freed` with each data block whose last reference went.
     pub(crate) fn unmap_range(

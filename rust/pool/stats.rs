@@ -140,6 +140,9 @@ pub(crate) struct ThinCounters {
     /// together, zeroed or copied only where none of them wrote
     /// (`io/covering.rs`).
     pub(crate) coalesced: AtomicU64,
+    /// Of those provisioned, the blocks held open for more writes, each
+    /// completed as soon as it was written (`io/open_block.rs`).
+    pub(crate) held_open: AtomicU64,
 }
 
 impl ThinCounters {
@@ -152,6 +155,7 @@ impl ThinCounters {
             provisioned: AtomicU64::new(0),
             sharing_broken: AtomicU64::new(0),
             coalesced: AtomicU64::new(0),
+            held_open: AtomicU64::new(0),
         })
     }
 
@@ -163,7 +167,8 @@ impl ThinCounters {
         writeln!(f, "unlocked_lookups {}", self.unlocked_lookups.sum())?;
         writeln!(f, "provisioned {}", get(&self.provisioned))?;
         writeln!(f, "sharing_broken {}", get(&self.sharing_broken))?;
-        writeln!(f, "coalesced {}", get(&self.coalesced))
+        writeln!(f, "coalesced {}", get(&self.coalesced))?;
+        writeln!(f, "held_open {}", get(&self.held_open))
     }
 }
 

@@ -236,8 +236,18 @@ impl TargetOps for Pool {
         self.pool.lock().resume();
     }
 
-    fn presuspend(&self, _noflush: bool) {
-        self.pool.lock().suspended = true;
+    fn presuspend(&self, noflush: bool) {
+        let mut st = self.pool.lock();
+        // Writes into blocks held open have completed: their blocks close
+        // and are mapped before the suspend's commit (their fills go
+        // through the pool device, before it holds them). Not waited for
+        // with `--noflush`, which must not wait for a device held below.
+        if st.close_open_blocks() > 0 && !noflush {
+            drop(st);
+            st = self.pool.lock_settled();
+        }
+        st.suspended = true;
+        drop(st);
         // Committers waiting for provisions stop waiting (see lock_settled).
         self.pool.wake_committers();
     }

@@ -161,8 +161,18 @@ impl TargetOps for Thin {
         self.io.end_io(bio);
     }
 
-    fn status(&self, kind: StatusKind, _noflush: bool, out: &mut StatusBuf<'_>) -> fmt::Result {
-        let st = self.pool.lock();
+    fn status(&self, kind: StatusKind, noflush: bool, out: &mut StatusBuf<'_>) -> fmt::Result {
+        // Writes into a block held open have completed but are not mapped
+        // yet: the mapped count shows them once the block is closed and its
+        // provision settled. Not with `--noflush`, which must answer even
+        // while a provision is held below the pool.
+        let closed = kind == StatusKind::Info && !noflush && self.io.close_open_blocks() > 0;
+        let st = match closed {
+            true => match self.pool.lock_settled_or_deleting() {
+                Ok(st) | Err(st) => st,
+            },
+            false => self.pool.lock(),
+        };
         let status = if st.mode() == PoolMode::Fail {
             ThinStatus::PoolFailed
         } else {
@@ -194,14 +204,17 @@ impl TargetOps for Thin {
         if noflush {
             self.io.start_noflush_suspend();
         }
+        self.io.stop_open(noflush);
     }
 
     fn presuspend_undo(&self) {
         self.io.end_noflush_suspend();
+        self.io.allow_open();
     }
 
     fn resume(&self) {
         self.io.end_noflush_suspend();
+        self.io.allow_open();
     }
 
     fn device(&self) -> &DmDev {

@@ -15,9 +15,14 @@
 #   sectors the bio leaves out and one write of the block. The C dm-thin
 #   writes the whole block, then the bio (136 sectors), and copies the
 #   whole shared block (128 read).
+# open_blocks: a block held open (rthin: its writes complete before it is
+#   mapped) looks as on dm-thin from outside: status, reads, a discard, a
+#   snapshot, a suspend, a flush, a removal right after the writes.
 # faults: the data device fails a part of every free block, so that either
 #   the bio's own part of its new block or the part kcopyd fills fails: the
-#   bio gets EIO, nothing is mapped (statuses unchanged, the block reads as
+#   bio gets EIO (rthin, for a write at the start of a new block whose
+#   zeroing fails: the write completes, the next flush gets EIO), nothing is
+#   mapped (statuses unchanged, the block reads as
 #   before), and once the fault is gone a write into the same block reads
 #   zeroes (or the old data) around it, never the failed attempt's bytes or
 #   stale ones. The C dm-thin leaks the blocks of failed provisions (as in
@@ -36,9 +41,10 @@
 #     blocks read as before, and rthin frees them all.
 # stream_new_blocks: a sequential stream of 4 KiB writes (iodepth 16, one
 #   submission each) over 16 new blocks and 40 KiB into a 17th, zeroing on:
-#   rthin submits the writes that parked behind each block's first write
-#   with it and zeroes only what none writes (`coalesced` must move); the
-#   data reads back, the 17th block's last 24 KiB read as zeroes.
+#   rthin holds each block open from its first write (`held_open` must
+#   move) and writes each block once (at most two blocks more zeroed, for
+#   periodic commits that closed them early); the data reads back, the 17th
+#   block's last 24 KiB read as zeroes.
 # thin_check at the end of each.
 . /rthin/tests/lib.sh
 
@@ -216,7 +222,19 @@ faults() {
 	# kcopyd's part fails, the bio's does not: sectors 64-127 fail, the
 	# writes go to the start, the rest is zeroed or copied.
 	set_data 64 64 $used
-	failed_write "a 4 KiB write at the start of a new block (the zeroing fails)" $T $((21 * BLK))
+	case $IMPL in
+	# rthin holds the new block open: the write completes once written,
+	# the zeroing runs when the block closes (here: for the flush's
+	# commit) and fails, the block is given back, and the flush reports
+	# the lost write, as every later flush of this table does.
+	rthin)
+		pattern F
+		run dd if=/tmp/pat.F of=$T bs=4096 count=1 skip=$((21 * 16 % 1024)) seek=$((21 * 16)) oflag=direct 2>/dev/null
+		eio "a flush after a 4 KiB write at the start of a new block whose zeroing fails" \
+			dd if=/dev/null of=$T count=0 conv=fsync
+		;;
+	c) failed_write "a 4 KiB write at the start of a new block (the zeroing fails)" $T $((21 * BLK)) ;;
+	esac
 	failed_write "a 4 KiB write at the start of a shared block (the copy fails)" $S $((3 * BLK))
 	# The same from the end of the block: sectors 0-63 fail.
 	set_data 0 64 $used
@@ -268,17 +286,19 @@ rw_mode() {
 	echo "ok: pool rw after the write errors"
 }
 
-# coalesced: rthin's count of blocks written whole by several writes
-# together (0 on the C dm-thin, which has no such counter).
-coalesced() {
+# thin_counter NAME: rthin's debugfs counter NAME of thin (0 on the C
+# dm-thin, which has no such counters).
+thin_counter() {
 	local stats
 	[ "$IMPL" = rthin ] || {
 		echo 0
 		return
 	}
 	stats=/sys/kernel/debug/rthin-$(dmsetup info -c --noheadings -o major,minor pool | tr -d ' ')
-	awk '$1 == "coalesced" { print $2 }' "$stats/$(dmsetup info -c --noheadings -o major,minor thin | tr -d ' ')"
+	awk -v n="$1" '$1 == n { print $2 }' "$stats/$(dmsetup info -c --noheadings -o major,minor thin | tr -d ' ')"
 }
+# coalesced: the blocks written whole by several writes together.
+coalesced() { thin_counter coalesced; }
 # expect_coalesced BEFORE WHAT: on rthin the counter moved past BEFORE.
 expect_coalesced() {
 	local now
@@ -404,9 +424,9 @@ covering_fault() {
 }
 
 stream_new_blocks() {
-	local c0 before after
+	local o0 before after written
 	setup
-	c0=$(coalesced)
+	o0=$(thin_counter held_open)
 	before=$(data_sectors)
 	(cd /tmp && fio --name=stream --filename=$T --size=$((16 * BLK + 40960)) --bs=4k --rw=write \
 		--ioengine=libaio --iodepth=16 --direct=1 --verify=crc32c --do_verify=1 --verify_fatal=1 \
@@ -415,8 +435,17 @@ stream_new_blocks() {
 		fail "fio stream over new blocks"
 	}
 	after=$(data_sectors)
-	echo "the stream wrote $((${after#* } - ${before#* })) sectors to the data device for 17 blocks ($((17 * 128)) if each block is written once)"
-	expect_coalesced "$c0" "a stream of 4 KiB writes"
+	written=$((${after#* } - ${before#* }))
+	echo "the stream wrote $written sectors to the data device for 17 blocks ($((17 * 128)) if each block is written once)"
+	if [ "$IMPL" = rthin ]; then
+		# Each block held open from its first write: written once, but
+		# for the unreached tail of the last and any block a periodic
+		# commit closed while the stream was in it (two at most).
+		[ "$(thin_counter held_open)" -gt "$o0" ] || fail "a stream of 4 KiB writes held no block open"
+		[ "$written" -le $((17 * 128 + 2 * 128)) ] ||
+			fail "the stream wrote $written sectors: blocks were zeroed before their writes"
+		echo "ok: $(($(thin_counter held_open) - o0)) block(s) held open for the stream"
+	fi
 	expect_thin thin "$(thin_status_for 17 16)" "17 blocks provisioned by the stream"
 	dd if=$T of=/tmp/tail.blk bs=4096 skip=$((16 * 16 + 10)) count=6 iflag=direct 2>/dev/null
 	[ "$(tr -d '\000' </tmp/tail.blk | wc -c)" = 0 ] ||
@@ -425,6 +454,63 @@ stream_new_blocks() {
 	finish
 }
 
+# open_blocks: what a block held open must look like from outside while
+# its writes have completed but it is not yet mapped (rthin; the C dm-thin
+# maps before completing, and passes the same checks): the thin's status
+# counts it, a read sees the write and zeroes around it, a discard of it
+# frees it, a snapshot taken as LVM does has it, a suspend and resume keep
+# it, a flush makes it durable (the metadata then maps it, thin_check
+# passes), and so does removing the thin and the pool right after it.
+open_blocks() {
+	local s
+	setup
+	# One 4 KiB write at the start of each of blocks 0-2: each held open.
+	put $T /tmp/mt A 0 4096 1
+	put $T /tmp/mt B $BLK 4096 1
+	put $T /tmp/mt C $((2 * BLK)) 4096 1
+	expect_thin thin "$(thin_status_for 3 2)" "right after three writes into new blocks"
+	expect_used pool 3 "three blocks provisioned"
+	put $T /tmp/mt D $((3 * BLK)) 4096 1
+	same $T /tmp/mt "a read right after a write into a new block"
+	# A discard of a block whose write just completed frees it; its
+	# neighbours stay.
+	put $T /tmp/mt E $((4 * BLK)) 4096 1
+	run blkdiscard -o $((4 * BLK)) -l $BLK $T
+	dd if=/dev/zero of=/tmp/mt bs=$BLK seek=4 count=1 conv=notrunc 2>/dev/null
+	same $T /tmp/mt "after a discard of a block written just before"
+	expect_used pool 4 "the discarded block given back"
+	# A snapshot as LVM takes it keeps a write that completed just before.
+	put $T /tmp/mt F $((5 * BLK)) 4096 1
+	snap pool 2 1 thin
+	mkthin snap pool 2 $((4 * MB))
+	same $S /tmp/mt "the snapshot of writes that completed just before it"
+	run dmsetup remove snap
+	# A suspend and resume right after a write keep it.
+	put $T /tmp/mt G $((6 * BLK)) 4096 1
+	run dmsetup suspend thin
+	s=$(info thin)
+	run dmsetup resume thin
+	[ "$s" = "$(thin_status_for 6 6)" ] || fail "thin status while suspended right after a write: '$s'"
+	same $T /tmp/mt "after a suspend and resume right after a write"
+	# A flush after a write: the mapping is committed.
+	put $T /tmp/mt H $((7 * BLK)) 4096 1
+	run dd if=/dev/null of=$T count=0 conv=fsync 2>/dev/null
+	# A write right before the thin and the pool are removed (as
+	# `lvchange -an` does): the pool's last commit has it.
+	put $T /tmp/mt I $((8 * BLK)) 4096 1
+	run dmsetup remove thin
+	run dmsetup remove pool
+	run thin_dump $META >/tmp/open.xml
+	[ -n "$(mappings /tmp/open.xml 1 | awk '$1 == 7')" ] || fail "the flushed write's block is not in the metadata"
+	echo "ok: a flush after a write into a new block committed its mapping"
+	[ -n "$(mappings /tmp/open.xml 1 | awk '$1 == 8')" ] ||
+		fail "a write right before the removal of the thin and the pool is not in the metadata"
+	echo "ok: the pool's last commit has a write made right before the thin was removed"
+	check_meta $META
+	run dmsetup remove_all
+}
+
+for_each_impl open_blocks
 for_each_impl new_blocks
 for_each_impl shared_blocks
 for_each_impl io_counts

@@ -50,6 +50,10 @@ pub(in crate::glue) enum HookState {
     /// that together cover a new block; the provision is its lead's (the
     /// first of them), which comes back once they have all ended.
     Member,
+    /// Submitted with `open_write_endio` as its completion into a block
+    /// held open (`glue/open_block.rs`): it completes as soon as it is
+    /// written.
+    EarlyMember,
     /// Its provision is mapped; a commit is due before it completes.
     CommitThenFinish,
 }
@@ -77,6 +81,9 @@ pub(crate) struct PerBio {
     /// While a lead is `Pending`: its members that ended, linked through
     /// `bi_next` (each pushes itself in its completion).
     pub(in crate::glue) members: AtomicPtr<bindings::bio>,
+    /// While `EarlyMember`: the shared state of its open block
+    /// (`open_block::OpenState`).
+    pub(in crate::glue) open: *const core::ffi::c_void,
     /// A member's (and a lead's) position before it was remapped and
     /// submitted: restored to issue it again ([`OwnedBio::rewind`]).
     /// Set by the hook, taken by `rewind`.

@@ -13,3 +13,4 @@ pub mod pool_table;
 pub mod status;
 pub mod status_buf;
 pub mod thin_table;
+pub mod written_ranges;
