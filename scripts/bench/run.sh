@@ -25,7 +25,8 @@
 #   BENCH_SNAPS    snapshot counts for case 4, '+'-separated (0+1+2+4+10+100)
 #   BENCH_MAPPED   mapped MiB for case 6's snapshot latency, '+'-separated (0+64+256)
 #   BENCH_BLOCKS   pool block sizes in sectors for case 1, '+'-separated (128+16384)
-#   BENCH_LVOLS    volume sizes in MiB for cases 7 and 14, '+'-separated (32768)
+#   BENCH_LVOLS    volume sizes in MiB for case 7, '+'-separated (32768)
+#   BENCH_C14_MIB  volume sizes in MiB for case 14 (BENCH_LVOLS and 1048576)
 #   BENCH_CVOL_MIB volume size for case 8 (1024)
 #   BENCH_THINS    thin devices for case 9 (1000)
 #   BENCH_MD_ROUNDS snapshot rounds of case 11 (20)
@@ -60,6 +61,7 @@ TARGETS=$(echo "${BENCH_TARGETS:-linear+dm-thin+rthin}" | tr + ' ')
 THINS=$(for t in $TARGETS; do [ "$t" = linear ] || echo "$t"; done)
 DATA_KIND=${BENCH_DATA:-brd}
 LVOLS=$(echo "${BENCH_LVOLS:-32768}" | tr + ' ')
+C14_VOLS=$(echo "${BENCH_C14_MIB:-$(echo "$LVOLS" | tr " " +)+1048576}" | tr + " ")
 CVOL=${BENCH_CVOL_MIB:-1024}
 NTHINS=${BENCH_THINS:-1000}
 MD_ROUNDS=${BENCH_MD_ROUNDS:-20}
@@ -117,7 +119,7 @@ if [ "$DATA_KIND" = nullb ] || has_case c6 || has_case c7 || has_case c8 || has_
 	done
 	# Case 14's writer needs room beside the volume: 16 GiB of new blocks.
 	if has_case c14; then
-		for mib in $LVOLS; do
+		for mib in $C14_VOLS; do
 			[ $((mib / 1024 + 17)) -gt "$size_gb" ] && size_gb=$((mib / 1024 + 17))
 		done
 	fi
@@ -130,9 +132,19 @@ rthin_loaded=1
 
 # Per-target names: data disk, metadata slice, device names.
 data_of() {
-	local i=1
-	case $1 in dm-thin) i=2 ;; rthin) i=3 ;; esac
-	if [ "$DATA_KIND" = nullb ] || [ "$ON_NULLB" = 1 ]; then echo /dev/nullb$((i - 1)); else echo /dev/ram$i; fi
+	if [ "$DATA_KIND" = nullb ] || [ "$ON_NULLB" = 1 ]; then
+		echo "/dev/nullb$(($(brd_data_of "$1" | tr -dc 0-9) - 1))"
+	else
+		brd_data_of "$1"
+	fi
+}
+# brd_data_of TARGET: its brd RAM disk.
+brd_data_of() {
+	case $1 in
+	dm-thin) echo /dev/ram2 ;;
+	rthin) echo /dev/ram3 ;;
+	*) echo /dev/ram1 ;;
+	esac
 }
 meta_off() { [ "$1" = rthin ] && echo $((64 * 2048)) || echo 0; }
 pool_target() { [ "$1" = rthin ] && echo rthin-pool || echo thin-pool; }
@@ -414,15 +426,33 @@ WRITE="--rw=write --bs=4k --ioengine=libaio --iodepth=16 --direct=1"
 # The same at random places (each 4 KiB once: fio's random map).
 RANDWRITE="--rw=randwrite --bs=4k --ioengine=libaio --iodepth=16 --direct=1"
 
-# c4_writes ORDER: the fio arguments of case 4's writes, sequential (seq) or
-# random (rand), and the variant prefix of the random ones.
-c4_writes() { [ "$1" = seq ] && echo "$WRITE" || echo "$RANDWRITE"; }
-c4_prefix() { [ "$1" = seq ] || echo "random-"; }
+# The random ones one at a time: nothing in flight to write a block
+# together, so each first write pays its block's whole fill or copy.
+RANDWRITE_QD1="--rw=randwrite --bs=4k --ioengine=libaio --iodepth=1 --direct=1"
+
+# c4_writes ORDER: the fio arguments of case 4's writes, sequential (seq),
+# random (rand) or random one at a time (qd1), and the variant prefix of the
+# latter two.
+c4_writes() {
+	case $1 in
+	seq) echo "$WRITE" ;;
+	rand) echo "$RANDWRITE" ;;
+	qd1) echo "$RANDWRITE_QD1" ;;
+	esac
+}
+c4_prefix() {
+	case $1 in
+	rand) echo "random-" ;;
+	qd1) echo "random-qd1-" ;;
+	esac
+}
+# The orders case 4 runs.
+C4_ORDERS="seq rand qd1"
 
 # ---- case 4a: first writes to unprovisioned blocks, zeroing on and off ----
 case4a() {
 	local z feat v r t o
-	for o in seq rand; do
+	for o in $C4_ORDERS; do
 		for z in on off; do
 			feat=
 			[ $z = off ] && feat=skip_block_zeroing
@@ -469,7 +499,7 @@ case4b() {
 	setup_all c4-break-sharing - 128 skip_block_zeroing "$WVOL" "$WVOL"
 	ready=$READY
 	for n in $SNAPS; do
-		for o in seq rand; do
+		for o in $C4_ORDERS; do
 			v=$(c4_prefix $o)snaps$n
 			for r in $(reps); do
 				for t in $ready; do
@@ -1049,7 +1079,14 @@ delete_setup() {
 	</superblock>
 	XML
 	meta=/dev/mapper/bench-$t-meta
-	try dmsetup create "bench-$t-meta" --table "0 $((64 * 2048)) linear /dev/ram0 $(meta_off "$t")" || return 1
+	if [ "$mib" -le 65536 ]; then
+		try dmsetup create "bench-$t-meta" --table "0 $((64 * 2048)) linear /dev/ram0 $(meta_off "$t")" || return 1
+	else
+		# Over 64 GiB the tree outgrows a 64 MiB slice (1 TiB: 16M mappings,
+		# about 270 MiB of leaves): the target's whole brd data disk, which
+		# this case leaves unused (its data is on null_blk), holds it.
+		try dmsetup create "bench-$t-meta" --table "0 $(blockdev --getsz "$(brd_data_of "$t")") linear $(brd_data_of "$t") 0" || return 1
+	fi
 	try dd if=/dev/zero of="$meta" bs=1M count=1 conv=fsync || return 1
 	try thin_restore -i /tmp/bench-c14.xml -o "$meta" || return 1
 	try dmsetup create "$(pool "$t")" --table \
@@ -1079,8 +1116,10 @@ delete_during_writes() {
 
 C14_WRITER="--rw=randwrite --bs=4k --direct=1 --ioengine=libaio --iodepth=8 --time_based --size=25%"
 case14() {
-	local mib v r t secs=$((3 * RT))
-	for mib in $LVOLS; do
+	local mib v r t secs
+	for mib in $C14_VOLS; do
+		# The writer outlasts the delete: a second more per 16 GiB.
+		secs=$((3 * RT + mib / 16384))
 		v=$((mib / 1024))GiB
 		say "c14 delete of a provisioned $v thin while another thin of the pool writes new blocks"
 		ON_NULLB=1
