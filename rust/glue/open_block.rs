@@ -29,7 +29,7 @@ use kernel::{
 };
 
 use super::{
-    bio::{pending_per_bio, HookState, OwnedBio, Provision},
+    bio::{pending_per_bio, Bio, HookState, OwnedBio, Provision},
     device::BdevHandle,
     kcopyd::{Kcopyd, Rest},
     queue::IoQueue,
@@ -240,29 +240,37 @@ pub(crate) struct WriteSlot<T: OpenOwner> {
 unsafe impl<T: OpenOwner> Send for WriteSlot<T> {}
 
 impl<T: OpenOwner> WriteSlot<T> {
-    /// Submits `bio`, a plain write inside the open block, moved to `to` of
-    /// `dev`: it completes as soon as it is written. A bio without per-bio
-    /// data cannot go in: it fails, and the block with it (the sectors it was
-    /// counted for stay unwritten).
-    pub(crate) fn submit(self, mut bio: OwnedBio, dev: &BdevHandle, to: u64) {
-        let raw = bio.raw;
-        let Some(ctx) = bio.per_bio() else {
+    /// Hooks `bio`, a plain write inside the open block, and moves it to
+    /// `to` of `dev`: once submitted (by the caller, or by dm after the map
+    /// call returns it remapped) it completes as soon as it is written. A bio
+    /// without per-bio data cannot go in: `Err`, and the block fails with it
+    /// (the sectors it was counted for stay unwritten).
+    pub(crate) fn hook(self, bio: &mut Bio<'_>, dev: &BdevHandle, to: u64) -> Result<(), ()> {
+        let Some((raw, ctx)) = bio.for_hook() else {
             drop(self);
-            bio.complete(Some(IoError::Io));
-            return;
+            return Err(());
         };
         ctx.state = HookState::EarlyMember;
         ctx.open = self.state.cast();
-        // SAFETY: we own the bio, not in flight; `open_write_endio` restores
-        // the completion before the bio ends.
+        // SAFETY: the bio is ours and not in flight; `open_write_endio`
+        // restores the completion before the bio ends.
         unsafe {
             ctx.saved_end_io = (*raw.as_ptr()).bi_end_io;
             (*raw.as_ptr()).bi_end_io = Some(open_write_endio::<T>);
         }
         // The write's completion ends the slot's part.
         core::mem::forget(self);
-        bio.view().remap_bdev(dev, to);
-        bio.submit();
+        bio.remap_bdev(dev, to);
+        Ok(())
+    }
+
+    /// [`Self::hook`], then submits the bio (a worker's); fails it if it
+    /// could not be hooked.
+    pub(crate) fn submit(self, mut bio: OwnedBio, dev: &BdevHandle, to: u64) {
+        match self.hook(&mut bio.view(), dev, to) {
+            Ok(()) => bio.submit(),
+            Err(()) => bio.complete(Some(IoError::Io)),
+        }
     }
 }
 

@@ -26,6 +26,10 @@ impl ThinIo {
                     self.counters.fast_remaps.inc();
                     return MapResult::Remapped;
                 }
+                // A write into a block held open (`open_block.rs`).
+                if self.join_in_map(&mut bio) {
+                    return MapResult::Remapped;
+                }
             }
             BioKind::EmptyFlush if self.changes_committed() => {
                 bio.set_bdev(&self.pool_bdev);

@@ -5,7 +5,8 @@
 //! mapping is in the thin's mapping cache is remapped right in the map call:
 //! an in-flight read side of the pool's tracker, one `rcu_read_lock`, one
 //! atomic load, no pool lock, no sleeping, no worker hop. Shared blocks are
-//! remapped there too for reads. Everything else — cache misses,
+//! remapped there too for reads, and so are plain writes into a block held
+//! open for them (`open_block.rs`). Everything else — cache misses,
 //! unprovisioned or shared blocks written, discards, flushes and
 //! PREFLUSH/FUA writes while a change of this thin is not yet on stable
 //! storage — goes to the per-CPU deferred list of the CPU it arrived on.

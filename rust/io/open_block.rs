@@ -30,7 +30,7 @@ use super::ThinIo;
 use crate::{
     dm::written_ranges::WrittenRanges,
     glue::{
-        bio::{BioKind, OwnedBio, Provision},
+        bio::{Bio, BioKind, OwnedBio, Provision},
         hooked::MAX_COVERING,
         kcopyd::Rest,
         open_block::{OpenBlock as OpenHandle, OpenOwner},
@@ -178,6 +178,50 @@ impl ThinIo {
         let b = open.remove(i).ok();
         self.open_count.store(open.len(), Ordering::Release);
         b
+    }
+
+    /// The map call's share of the work: a plain write inside a block held
+    /// open joins it right there, without a trip through a worker (dm
+    /// submits it once the map call returns it remapped). False, and the
+    /// bio untouched, for any other bio (a worker then decides, closing the
+    /// block if the bio cannot join it).
+    pub(super) fn join_in_map(&self, bio: &mut Bio<'_>) -> bool {
+        if self.open_count.load(Ordering::Acquire) == 0
+            || !bio.has_per_bio()
+            || bio.kind() != BioKind::Write
+            || bio.wants_durability()
+        {
+            return false;
+        }
+        let (sector, n) = (bio.sector(), bio.nr_sectors());
+        let vblock = self.geometry.block_of(sector);
+        if n == 0 || self.geometry.block_of(sector.saturating_add(n - 1)) != vblock {
+            return false;
+        }
+        let part = (self.geometry.offset_in_block(sector), n);
+        let mut open = self.open.lock();
+        let Some(i) = open.iter().position(|b| b.vblock == vblock) else {
+            return false;
+        };
+        let b = &mut open[i];
+        if b.writes + 1 >= MAX_COVERING / 2 || !b.written.add(part.0, part.1) {
+            return false;
+        }
+        let slot = b.handle.reserve();
+        b.writes += 1;
+        let to = b.block.saturating_add(part.0);
+        let covered = match b.written.covers() {
+            true => self.take_open(&mut open, i),
+            false => None,
+        };
+        drop(open);
+        // Has per-bio data (checked above): cannot fail.
+        let hooked = slot.hook(bio, &self.pool_bdev, to).is_ok();
+        if let Some(b) = covered {
+            // Nothing to zero: no kcopyd job, nothing that sleeps.
+            self.close_block(b);
+        }
+        hooked
     }
 
     /// True if `vblock` is held open.

@@ -139,6 +139,18 @@ impl Bio<'_> {
         }
     }
 
+    /// Whether dm keeps per-bio data for the bio.
+    pub(crate) fn has_per_bio(&self) -> bool {
+        self.per_bio
+    }
+
+    /// The bio and its per-bio data, for a hook to set up (`None` without
+    /// per-bio data).
+    pub(in crate::glue) fn for_hook(&mut self) -> Option<(NonNull<bindings::bio>, &mut PerBio)> {
+        let raw = self.raw;
+        self.per_bio_data().map(|ctx| (raw, ctx))
+    }
+
     fn per_bio_data(&mut self) -> Option<&mut PerBio> {
         // SAFETY: the bio is lent to us (`from_raw`'s contract, which also
         // says whether dm keeps a `PerBio`); the borrow of `self` covers it.
