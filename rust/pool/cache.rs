@@ -9,13 +9,10 @@
 //! When the pool grows past what its cache was sized for, the owner swaps in
 //! a bigger, empty one ([`PoolCache::grow_for`]).
 
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::AtomicU64;
 use kernel::{prelude::*, sync::rcu};
 
 use super::PoolState;
-
-/// Failed mapping lookups, for the rate limit of their log line.
-static LOOKUP_FAILURES: AtomicU32 = AtomicU32::new(0);
 use crate::{
     core_error::CoreError,
     glue::rcu_box::{RcuBox, RcuReader},
@@ -253,9 +250,8 @@ impl PoolState {
             Ok(found) => Ok(found.map(|r| (r.mapping.data_block, r.shared))),
             Err(e) => {
                 // dm-thin's DMERR_LIMIT in process_cell: the bio fails, the
-                // pool goes on. The first few, then one in 1024.
-                let n = LOOKUP_FAILURES.fetch_add(1, Ordering::Relaxed);
-                if n < 10 || n % 1024 == 0 {
+                // pool goes on.
+                if self.lookup_log.allow() {
                     pr_err!(
                         "{}: dm_thin_find_block() failed: error = -{}\n",
                         self.name(),

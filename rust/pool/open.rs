@@ -12,6 +12,7 @@ use kernel::{
 };
 
 use super::{
+    stats::LogLimit,
     cache::PoolCache, cells::CellTable, committed::CommittedView, PoolFlags, PoolObj, PoolState,
     SharedPool, WAKER_PERIOD_MS,
 };
@@ -136,6 +137,7 @@ pub(super) fn new_pool(
         closed_changes_unknown: false,
         inflight: 0,
         committers: 0,
+        lookup_log: LogLimit::new(),
         epoch: 0,
         flags: flags.clone(),
         committed: committed.clone(),

@@ -11,6 +11,7 @@ use kernel::{
 };
 
 use super::{
+    stats::LogLimit,
     cache::PoolCache, cells::CellTable, committed::CommittedView, member::PoolMember,
     passdown::Passdown, PoolFlags, PoolMetadata, Show,
 };
@@ -94,6 +95,8 @@ pub(crate) struct PoolState {
     pub(super) inflight: usize,
     /// Committers waiting for `inflight` to reach zero.
     pub(super) committers: usize,
+    /// The rate limit of the failed-lookup line.
+    pub(super) lookup_log: LogLimit,
     /// Bumped when the metadata rolls back to the last commit: a provision
     /// that started before may not insert its (now free) block.
     pub(super) epoch: u64,

@@ -5,10 +5,15 @@
 
 use core::{
     fmt,
-    sync::atomic::{AtomicBool, AtomicU64, Ordering},
+    sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering},
 };
 use kernel::{
-    debugfs::File as DebugFile, prelude::*, str::CString, sync::Arc, uaccess::UserSliceReader,
+    debugfs::File as DebugFile,
+    prelude::*,
+    str::CString,
+    sync::Arc,
+    time::{Instant, Monotonic},
+    uaccess::UserSliceReader,
 };
 
 use super::{cpu_counter::CpuCounter, PoolObj, SharedPool};
@@ -239,5 +244,40 @@ impl PoolObj {
         };
         files.push(entry, GFP_KERNEL)?;
         Ok(held)
+    }
+}
+
+/// The rate limit of a repeated error line, as dm-thin's `DMERR_LIMIT`: at
+/// most 10 lines in 5 seconds. One per pool, so that each pool's first
+/// errors are always logged.
+pub(crate) struct LogLimit {
+    since: Instant<Monotonic>,
+    /// Milliseconds since `since` when the current window began.
+    window: AtomicI64,
+    /// Lines asked for in the current window.
+    count: AtomicU32,
+}
+
+impl LogLimit {
+    const WINDOW_MS: i64 = 5000;
+    const BURST: u32 = 10;
+
+    pub(crate) fn new() -> Self {
+        Self {
+            since: Instant::now(),
+            window: AtomicI64::new(0),
+            count: AtomicU32::new(0),
+        }
+    }
+
+    /// Whether the line may be logged now. (Racing callers may log a line
+    /// or two more than the burst: harmless.)
+    pub(crate) fn allow(&self) -> bool {
+        let now = self.since.elapsed().as_millis();
+        if now - self.window.load(Ordering::Relaxed) >= Self::WINDOW_MS {
+            self.window.store(now, Ordering::Relaxed);
+            self.count.store(0, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed) < Self::BURST
     }
 }
