@@ -33,7 +33,7 @@ use crate::{
         bio::{Bio, BioKind, OwnedBio, Provision},
         hooked::MAX_COVERING,
         kcopyd::Rest,
-        open_block::{OpenBlock as OpenHandle, OpenOwner},
+        open_block::{OpenBlock as OpenHandle, OpenOwner, WriteSlot},
         queue::IoQueue,
     },
 };
@@ -51,6 +51,16 @@ pub(crate) struct OpenBlock {
     writes: usize,
     /// Its first sector on the pool device.
     block: u64,
+}
+
+/// What [`ThinIo::reserve_join`] found.
+enum Join {
+    /// The block is not open.
+    NotOpen,
+    /// It is, but the write cannot join it (or it was no plain write).
+    Refused,
+    /// The write is counted in: submit it with the slot, to this sector.
+    Slot(WriteSlot<ThinIo>, u64),
 }
 
 /// What [`ThinIo::offer_to_open`] did with a bio.
@@ -134,50 +144,14 @@ impl ThinIo {
         if self.open_count.load(Ordering::Acquire) == 0 {
             return Offer::Declined(bio);
         }
-        let (joinable, part) = {
-            let per_bio = bio.has_per_bio();
-            let v = bio.view();
-            let (sector, n) = (v.sector(), v.nr_sectors());
-            let joinable = per_bio
-                && v.kind() == BioKind::Write
-                && !v.wants_durability()
-                && n > 0
-                && self.geometry.block_of(sector.saturating_add(n - 1)) == vblock;
-            (joinable, (self.geometry.offset_in_block(sector), n))
-        };
-        let mut open = self.open.lock();
-        let Some(i) = open.iter().position(|b| b.vblock == vblock) else {
-            return Offer::Declined(bio);
-        };
-        let b = &mut open[i];
-        if joinable && b.writes + 1 < MAX_COVERING / 2 && b.written.add(part.0, part.1) {
-            let slot = b.handle.reserve();
-            b.writes += 1;
-            let to = b.block.saturating_add(part.0);
-            let covered = match b.written.covers() {
-                true => self.take_open(&mut open, i),
-                false => None,
-            };
-            drop(open);
-            slot.submit(bio, &self.pool_bdev, to);
-            if let Some(b) = covered {
-                self.close_block(b);
+        let part = self.plain_write_part(&bio.view()).map(|(_, part)| part);
+        match self.reserve_join(vblock, part, true) {
+            Join::Slot(slot, to) => {
+                slot.submit(bio, &self.pool_bdev, to);
+                Offer::Joined
             }
-            return Offer::Joined;
+            Join::NotOpen | Join::Refused => Offer::Declined(bio),
         }
-        let b = self.take_open(&mut open, i);
-        drop(open);
-        if let Some(b) = b {
-            self.close_block(b);
-        }
-        Offer::Declined(bio)
-    }
-
-    /// Takes the open block at `i` out of `open`.
-    fn take_open(&self, open: &mut KVec<OpenBlock>, i: usize) -> Option<OpenBlock> {
-        let b = open.remove(i).ok();
-        self.open_count.store(open.len(), Ordering::Release);
-        b
     }
 
     /// The map call's share of the work: a plain write inside a block held
@@ -186,42 +160,70 @@ impl ThinIo {
     /// bio untouched, for any other bio (a worker then decides, closing the
     /// block if the bio cannot join it).
     pub(super) fn join_in_map(&self, bio: &mut Bio<'_>) -> bool {
-        if self.open_count.load(Ordering::Acquire) == 0
-            || !bio.has_per_bio()
-            || bio.kind() != BioKind::Write
-            || bio.wants_durability()
-        {
+        if self.open_count.load(Ordering::Acquire) == 0 {
             return false;
         }
-        let (sector, n) = (bio.sector(), bio.nr_sectors());
-        let vblock = self.geometry.block_of(sector);
-        if n == 0 || self.geometry.block_of(sector.saturating_add(n - 1)) != vblock {
-            return false;
-        }
-        let part = (self.geometry.offset_in_block(sector), n);
-        let mut open = self.open.lock();
-        let Some(i) = open.iter().position(|b| b.vblock == vblock) else {
+        let Some((vblock, part)) = self.plain_write_part(bio) else {
             return false;
         };
-        let b = &mut open[i];
-        if b.writes + 1 >= MAX_COVERING / 2 || !b.written.add(part.0, part.1) {
-            return false;
+        match self.reserve_join(vblock, Some(part), false) {
+            // Has per-bio data (`plain_write_part`): cannot fail.
+            Join::Slot(slot, to) => slot.hook(bio, &self.pool_bdev, to).is_ok(),
+            Join::NotOpen | Join::Refused => false,
         }
-        let slot = b.handle.reserve();
-        b.writes += 1;
-        let to = b.block.saturating_add(part.0);
-        let covered = match b.written.covers() {
+    }
+
+    /// A plain write (with per-bio data, no PREFLUSH or FUA) inside one
+    /// block: that block, and where the write goes in it, `(offset, count)`.
+    fn plain_write_part(&self, bio: &Bio<'_>) -> Option<(u64, (u64, u64))> {
+        let (sector, n) = (bio.sector(), bio.nr_sectors());
+        let vblock = self.geometry.block_of(sector);
+        let plain = bio.has_per_bio() && bio.kind() == BioKind::Write && !bio.wants_durability();
+        (plain && n > 0 && self.geometry.block_of(sector.saturating_add(n - 1)) == vblock)
+            .then(|| (vblock, (self.geometry.offset_in_block(sector), n)))
+    }
+
+    /// Counts a write of `part` into `vblock`'s open block, if there is one
+    /// and the write fits (`None`: not a plain write). A block the write
+    /// covers is closed (after the count, so its gaps leave the write's
+    /// sectors alone; nothing to zero, nothing that sleeps); one it cannot
+    /// join is closed if `close_refused`.
+    fn reserve_join(&self, vblock: u64, part: Option<(u64, u64)>, close_refused: bool) -> Join {
+        let mut open = self.open.lock();
+        let Some(i) = open.iter().position(|b| b.vblock == vblock) else {
+            return Join::NotOpen;
+        };
+        let b = &mut open[i];
+        let fits = part.filter(|&(offset, count)| {
+            b.writes + 1 < MAX_COVERING / 2 && b.written.add(offset, count)
+        });
+        let (joined, close) = match fits {
+            Some((offset, _)) => {
+                b.writes += 1;
+                let joined = (b.handle.reserve(), b.block.saturating_add(offset));
+                (Some(joined), b.written.covers())
+            }
+            None => (None, close_refused),
+        };
+        let closing = match close {
             true => self.take_open(&mut open, i),
             false => None,
         };
         drop(open);
-        // Has per-bio data (checked above): cannot fail.
-        let hooked = slot.hook(bio, &self.pool_bdev, to).is_ok();
-        if let Some(b) = covered {
-            // Nothing to zero: no kcopyd job, nothing that sleeps.
+        if let Some(b) = closing {
             self.close_block(b);
         }
-        hooked
+        match joined {
+            Some((slot, to)) => Join::Slot(slot, to),
+            None => Join::Refused,
+        }
+    }
+
+    /// Takes the open block at `i` out of `open`.
+    fn take_open(&self, open: &mut KVec<OpenBlock>, i: usize) -> Option<OpenBlock> {
+        let b = open.remove(i).ok();
+        self.open_count.store(open.len(), Ordering::Release);
+        b
     }
 
     /// True if `vblock` is held open.

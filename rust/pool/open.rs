@@ -12,9 +12,8 @@ use kernel::{
 };
 
 use super::{
-    stats::LogLimit,
-    cache::PoolCache, cells::CellTable, committed::CommittedView, PoolFlags, PoolObj, PoolState,
-    SharedPool, WAKER_PERIOD_MS,
+    cache::PoolCache, cells::CellTable, committed::CommittedView, stats::LogLimit, PoolFlags,
+    PoolObj, PoolState, SharedPool, WAKER_PERIOD_MS,
 };
 use crate::{
     dm::errno::{EINVAL, ENOMEM, EPERM},

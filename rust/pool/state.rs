@@ -11,9 +11,8 @@ use kernel::{
 };
 
 use super::{
-    stats::LogLimit,
     cache::PoolCache, cells::CellTable, committed::CommittedView, member::PoolMember,
-    passdown::Passdown, PoolFlags, PoolMetadata, Show,
+    passdown::Passdown, stats::LogLimit, PoolFlags, PoolMetadata, Show,
 };
 use crate::{
     dm::events::DataLowWater,
