@@ -104,16 +104,15 @@ impl ThinIo {
         };
         let mut open = self.open.lock();
         // Published only now that its first write is counted: a close from
-        // here on leaves that write's sectors alone.
-        if open.len() >= MAX_OPEN || self.no_open.load(Ordering::Acquire) {
+        // here on leaves that write's sectors alone. (Room for MAX_OPEN is
+        // reserved in `new`.)
+        let published = match open.len() < MAX_OPEN && !self.no_open.load(Ordering::Acquire) {
+            true => open.push_within_capacity(b).map_err(|e| e.0),
+            false => Err(b),
+        };
+        if let Err(b) = published {
             drop(open);
             self.close_block(b);
-            return Ok(());
-        }
-        // Room checked above, and reserved in `new`: cannot fail.
-        if let Err(e) = open.push_within_capacity(b) {
-            drop(open);
-            self.close_block(e.0);
             return Ok(());
         }
         self.open_count.store(open.len(), Ordering::Release);

@@ -137,13 +137,12 @@ impl ThinIo {
         // under the pool lock, so that a committer either finds the block
         // open (and closes it) or is seen by `may_hold_open` first.
         let part = (self.geometry.offset_in_block(sector), nr_sectors);
-        let open_at = self
-            .geometry
-            .block_start(data_block)
-            .filter(|_| matches!(plan, FillPlan::Zero))
-            .filter(|_| bio.has_per_bio() && !bio.view().wants_durability())
-            .filter(|_| self.wants_open(part) && st.may_hold_open());
-        if let Some(block) = open_at {
+        let hold = matches!(plan, FillPlan::Zero)
+            && bio.has_per_bio()
+            && !bio.view().wants_durability()
+            && self.wants_open(part)
+            && st.may_hold_open();
+        if let Some(block) = self.geometry.block_start(data_block).filter(|_| hold) {
             st.note_unmapped_writes(&**self);
             match self.hold_open(bio, provision, (block, part)) {
                 Ok(()) => return,

@@ -85,14 +85,6 @@ impl WrittenRanges {
             .filter(|&(from, to)| to > from)
             .map(|(from, to)| (from, to - from))
     }
-
-    /// True if `(offset, count)` overlaps a written sector.
-    pub fn overlaps(&self, offset: u64, count: u64) -> bool {
-        let end = offset.saturating_add(count);
-        self.ranges[..self.count]
-            .iter()
-            .any(|&(s, e)| offset < e && s < end)
-    }
 }
 
 /// Scenarios shared by the host tests and the module's KUnit suite.
@@ -119,7 +111,6 @@ pub mod selftest {
         let mut r = WrittenRanges::new(128);
         ok &= r.add(64, 8) && r.add(8, 8) && r.add(100, 28);
         ok &= gaps_are(&r, &[(0, 8), (16, 48), (72, 28)]);
-        ok &= r.overlaps(70, 4) && !r.overlaps(72, 28) && r.overlaps(0, 9);
         // Touching ranges merge; an overlap joins three.
         ok &= r.add(16, 48) && gaps_are(&r, &[(0, 8), (72, 28)]);
         ok &= r.add(4, 80) && gaps_are(&r, &[(0, 4), (84, 16)]);
